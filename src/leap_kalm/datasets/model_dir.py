@@ -1,0 +1,111 @@
+"""``ModelDirDataset``: a Hugging Face model or LoRA adapter directory in the catalog.
+
+``save`` accepts a :class:`~leap_kalm.schemas.ModelRef` (its directory is copied), an
+object with ``save_pretrained`` (model, tokenizer, peft model), or a tuple/list of such
+objects (e.g. ``(model, tokenizer)``). ``load`` returns a ``ModelRef`` only, so the
+consuming node chooses device and dtype when it loads the weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict
+from typing import Any
+
+from kedro.io.core import DatasetError, Version
+
+from leap_kalm.datasets._base import FileDataset
+from leap_kalm.schemas import ModelRef
+
+META_FILE = "leap_kalm_model.json"
+
+
+def describe_model_dir(path: str) -> ModelRef:
+    """Build a ``ModelRef`` for a local directory, reading what kind of model it holds."""
+    meta_path = os.path.join(path, META_FILE)
+    meta = json.loads(open(meta_path, encoding="utf-8").read()) if os.path.exists(meta_path) else {}
+    adapter_cfg = os.path.join(path, "adapter_config.json")
+    if os.path.exists(adapter_cfg):
+        base = json.loads(open(adapter_cfg, encoding="utf-8").read()).get("base_model_name_or_path")
+        return ModelRef(path=path, kind="adapter", base_model=base, meta=meta.get("meta", {}))
+    if not os.path.exists(os.path.join(path, "config.json")):
+        raise DatasetError(
+            f"{path}: neither config.json (a model) nor adapter_config.json (a LoRA adapter) is there"
+        )
+    return ModelRef(path=path, kind="model", meta=meta.get("meta", {}))
+
+
+class ModelDirDataset(FileDataset[Any, ModelRef]):
+    """A model or adapter directory, versionable like any kedro dataset."""
+
+    def __init__(
+        self,
+        *,
+        filepath: str | os.PathLike,
+        version: Version | None = None,
+        credentials: dict[str, Any] | None = None,
+        fs_args: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            filepath=filepath,
+            version=version,
+            credentials=credentials,
+            fs_args=fs_args,
+            metadata=metadata,
+        )
+        if self._protocol != "file":
+            raise DatasetError(
+                f"ModelDirDataset({filepath}): only local directories are supported "
+                f"(got protocol {self._protocol!r}); sync remote models to a local path first"
+            )
+
+    def load(self) -> ModelRef:
+        path = self._load_path()
+        if not os.path.isdir(path):
+            raise DatasetError(
+                f"ModelDirDataset: no model directory at '{path}'. Train or convert the model first."
+            )
+        return describe_model_dir(os.path.abspath(path))
+
+    def save(self, data: Any) -> None:
+        import shutil
+
+        path = os.path.abspath(self._save_path())
+        if os.path.exists(path):
+            raise DatasetError(
+                f"ModelDirDataset: '{path}' exists already; enable versioning or remove it"
+            )
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        staging = tempfile.mkdtemp(dir=os.path.dirname(path), prefix=".tmp-model-")
+        try:
+            meta = self._stage(data, staging)
+            with open(os.path.join(staging, META_FILE), "w", encoding="utf-8") as handle:
+                json.dump({"meta": meta}, handle, indent=2, default=str)
+            os.rename(staging, path)  # the directory appears whole or not at all
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        self._invalidate_cache()
+
+    @staticmethod
+    def _stage(data: Any, staging: str) -> dict[str, Any]:
+        import shutil
+
+        if isinstance(data, ModelRef):
+            if not os.path.isdir(data.path):
+                raise DatasetError(
+                    f"ModelDirDataset: ModelRef points at missing directory '{data.path}'"
+                )
+            shutil.copytree(data.path, staging, dirs_exist_ok=True)
+            return {**asdict(data)["meta"], "copied_from": data.path}
+        parts = data if isinstance(data, tuple | list) else [data]
+        for part in parts:
+            if not hasattr(part, "save_pretrained"):
+                raise DatasetError(
+                    f"ModelDirDataset saves a ModelRef or objects with save_pretrained, got {type(part).__name__}"
+                )
+            part.save_pretrained(staging)
+        return {}

@@ -1,0 +1,1 @@
+"""LLM layer: model registry and loading, generation, prompts, parsing, API client."""

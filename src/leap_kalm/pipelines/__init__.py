@@ -1,0 +1,1 @@
+"""Kedro pipelines, one package per stage."""

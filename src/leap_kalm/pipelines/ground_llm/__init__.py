@@ -1,0 +1,1 @@
+"""The `ground_llm` stage."""

@@ -1,0 +1,1 @@
+"""The `offline_rl` stage."""

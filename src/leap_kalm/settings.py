@@ -1,0 +1,14 @@
+"""Project settings: hooks and the config loader."""
+
+from kedro.config import OmegaConfigLoader
+
+from leap_kalm.hooks import SeedingHook
+
+HOOKS = (SeedingHook(),)
+
+CONFIG_LOADER_CLASS = OmegaConfigLoader
+CONFIG_LOADER_ARGS = {
+    "base_env": "base",
+    "default_run_env": "local",
+    "merge_strategy": {"parameters": "soft"},
+}

@@ -1,0 +1,282 @@
+"""Batched generation over many episodes with an incremental KV cache per episode.
+
+An agent's prompt at step ``t+1`` repeats step ``t``'s prompt and adds a little. The
+:class:`EpisodeGenerator` keeps, per episode, the token ids it has encoded and their KV
+cache; at each call it finds the longest common token prefix with the new prompt, crops
+the cache to it and encodes only the rest. Episodes are then decoded together in one
+batch: their caches are left-padded to a common length and stacked, and each row gets
+its own attention mask and positions. Decoding stops per row once the ``ACTION:`` line
+is complete (or at end of turn), so the model never rambles past its action.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SamplingParams:
+    """Sampling settings (recorded in every output that used them).
+
+    Attributes:
+        max_new_tokens: Cap on generated tokens per answer.
+        temperature: 0 for greedy decoding.
+        top_p: Nucleus sampling mass (with temperature > 0).
+        stop_after_action: Stop a row once its ``ACTION:`` line is finished.
+        seed: Seed of the sampling generator.
+    """
+
+    max_new_tokens: int = 96
+    temperature: float = 0.0
+    top_p: float = 1.0
+    stop_after_action: bool = True
+    seed: int = 0
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any]) -> SamplingParams:
+        known = {f.name for f in fields(cls)}
+        unknown = set(params) - known
+        if unknown:
+            raise ValueError(
+                f"sampling parameters: unknown keys {sorted(unknown)}; expected some of {sorted(known)}"
+            )
+        return cls(**params)
+
+
+@dataclass
+class GenerationStats:
+    """Token accounting: how much the cache saved."""
+
+    prompt_tokens: int = 0
+    encoded_tokens: int = 0
+    reused_tokens: int = 0
+    generated_tokens: int = 0
+    calls: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def reuse_ratio(self) -> float:
+        return self.reused_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+def action_line_finished(text: str) -> bool:
+    """True once ``text`` holds an ``ACTION:`` marker followed by a complete, non-empty line."""
+    index = text.upper().rfind("ACTION:")
+    if index < 0:
+        return False
+    rest = text[index + len("ACTION:") :]
+    lines = rest.split("\n")
+    # the action may sit on the marker's line or the next one; it is finished at its newline
+    if lines[0].strip():
+        return len(lines) > 1
+    return len(lines) > 2 and bool(lines[1].strip())
+
+
+class EpisodeGenerator:
+    """Generate answers for many episodes at once, reusing each episode's KV cache.
+
+    Args:
+        model: A causal LM (transformers), already on its device.
+        tokenizer: Its tokenizer (with a chat template).
+        sampling: Sampling settings.
+        reuse_cache: Keep per-episode caches between calls (off: encode every prompt whole).
+        max_batch: Decode at most this many episodes together.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        sampling: SamplingParams | None = None,
+        reuse_cache: bool = True,
+        max_batch: int = 16,
+    ) -> None:
+        import torch
+
+        self.model = model
+        self.tokenizer = tokenizer
+        self.sampling = sampling or SamplingParams()
+        self.reuse_cache = reuse_cache
+        self.max_batch = max_batch
+        self.stats = GenerationStats()
+        self._caches: dict[Hashable, tuple[list[int], Any]] = {}
+        self._device = next(model.parameters()).device
+        self._generator = torch.Generator(device="cpu").manual_seed(self.sampling.seed)
+        eos = {tokenizer.eos_token_id}
+        end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        if isinstance(end_of_turn, int) and end_of_turn != tokenizer.unk_token_id:
+            eos.add(end_of_turn)
+        self._stop_ids = {i for i in eos if i is not None}
+
+    # -- public API ----------------------------------------------------------
+    def chat_prompt(self, messages: list[dict[str, str]]) -> str:
+        """Render chat messages with the generation prompt appended."""
+        return self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False
+        )
+
+    def generate(self, prompts: Sequence[str], keys: Sequence[Hashable] | None = None) -> list[str]:
+        """Generate one answer per prompt; ``keys`` name the episodes whose caches to reuse."""
+        keys = list(keys) if keys is not None else [object() for _ in prompts]
+        if len(keys) != len(prompts):
+            raise ValueError(f"got {len(prompts)} prompts but {len(keys)} keys")
+        outputs: list[str] = []
+        for start in range(0, len(prompts), self.max_batch):
+            outputs.extend(
+                self._generate_batch(
+                    prompts[start : start + self.max_batch], keys[start : start + self.max_batch]
+                )
+            )
+        return outputs
+
+    def forget(self, key: Hashable) -> None:
+        """Drop an episode's cache (call when the episode ends)."""
+        self._caches.pop(key, None)
+
+    def reset(self) -> None:
+        """Drop every cache."""
+        self._caches.clear()
+
+    # -- internals -----------------------------------------------------------
+    def _prefill(self, key: Hashable, ids: list[int]) -> Any:
+        """Encode ``ids[:-1]`` for one episode, reusing its cached prefix; return the cache."""
+        import torch
+        from transformers import DynamicCache
+
+        target = len(ids) - 1
+        cached_ids, cache = self._caches.get(key, ([], None)) if self.reuse_cache else ([], None)
+        common = 0
+        for a, b in zip(cached_ids, ids[:target], strict=False):
+            if a != b:
+                break
+            common += 1
+        if cache is None or common == 0:
+            cache, common = DynamicCache(), 0
+        elif common < cache.get_seq_length():
+            cache.crop(common - cache.get_seq_length())  # a negative count removes tokens
+        self.stats.reused_tokens += common
+        self.stats.encoded_tokens += (
+            target - common + 1
+        )  # + the last prompt token, fed when decoding
+        if target > common:
+            new = torch.tensor([ids[common:target]], device=self._device)
+            positions = torch.arange(common, target, device=self._device)[None]
+            with torch.no_grad():
+                self.model(input_ids=new, cache=cache, position_ids=positions, use_cache=True)
+        if self.reuse_cache:
+            self._caches[key] = (ids[:target], cache)
+        return cache
+
+    @staticmethod
+    def _stack(caches: list[Any], lengths: list[int]) -> Any:
+        """Left-pad per-episode caches to a common length and stack them into one batch cache."""
+        import torch
+        from transformers import DynamicCache
+
+        longest = max(lengths)
+        layers = []
+        for layer in range(len(caches[0].layers)):
+            keys, values = [], []
+            for cache, length in zip(caches, lengths, strict=True):
+                k, v = cache.layers[layer].keys, cache.layers[layer].values
+                if k is None or length == 0:
+                    ref = next(
+                        c.layers[layer].keys
+                        for c in caches
+                        if c.layers and c.layers[layer].keys is not None
+                    )
+                    k = ref.new_zeros((1, ref.shape[1], 0, ref.shape[3]))
+                    v = k.clone()
+                pad = longest - k.shape[2]
+                keys.append(torch.nn.functional.pad(k, (0, 0, pad, 0)))
+                values.append(torch.nn.functional.pad(v, (0, 0, pad, 0)))
+            layers.append((torch.cat(keys), torch.cat(values)))
+        return DynamicCache(ddp_cache_data=layers)
+
+    def _sample(self, logits: Any) -> Any:
+        import torch
+
+        if self.sampling.temperature <= 0:
+            return logits.argmax(dim=-1)
+        probs = torch.softmax(logits.float() / self.sampling.temperature, dim=-1)
+        if self.sampling.top_p < 1.0:
+            sorted_probs, order = probs.sort(dim=-1, descending=True)
+            keep = sorted_probs.cumsum(-1) - sorted_probs < self.sampling.top_p
+            sorted_probs = sorted_probs * keep
+            probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+        return (
+            torch.multinomial(probs.cpu(), 1, generator=self._generator)
+            .squeeze(-1)
+            .to(logits.device)
+        )
+
+    def _generate_batch(self, prompts: Sequence[str], keys: Sequence[Hashable]) -> list[str]:
+        import torch
+
+        self.stats.calls += 1
+        all_ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        for ids, prompt in zip(all_ids, prompts, strict=True):
+            if not ids:
+                raise ValueError(f"empty prompt after tokenisation: {prompt!r}")
+        self.stats.prompt_tokens += sum(len(ids) for ids in all_ids)
+        caches = [self._prefill(key, ids) for key, ids in zip(keys, all_ids, strict=True)]
+        lengths = [len(ids) - 1 for ids in all_ids]
+        longest = max(lengths)
+        batch = len(prompts)
+        if longest > 0:
+            past = self._stack(caches, lengths)
+        else:
+            from transformers import DynamicCache
+
+            past = DynamicCache()
+        # mask: left padding of each row's cache, then one slot per fed token
+        mask = torch.zeros((batch, longest), dtype=torch.long, device=self._device)
+        for row, length in enumerate(lengths):
+            if length:
+                mask[row, longest - length :] = 1
+        next_tokens = torch.tensor([ids[-1] for ids in all_ids], device=self._device)
+        positions = torch.tensor(lengths, device=self._device)
+        generated: list[list[int]] = [[] for _ in range(batch)]
+        done = [False] * batch
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        for _ in range(self.sampling.max_new_tokens):
+            mask = torch.cat(
+                [mask, torch.ones((batch, 1), dtype=torch.long, device=self._device)], dim=1
+            )
+            with torch.no_grad():
+                out = self.model(
+                    input_ids=next_tokens[:, None],
+                    attention_mask=mask,
+                    position_ids=positions[:, None],
+                    cache=past,
+                    use_cache=True,
+                )
+            past = out.cache
+            chosen = self._sample(out.logits[:, -1, :])
+            for row in range(batch):
+                if done[row]:
+                    continue
+                token = int(chosen[row])
+                if token in self._stop_ids:
+                    done[row] = True
+                    continue
+                generated[row].append(token)
+                self.stats.generated_tokens += 1
+                if self.sampling.stop_after_action and action_line_finished(
+                    self.tokenizer.decode(generated[row], skip_special_tokens=True)
+                ):
+                    done[row] = True
+            if all(done):
+                break
+            next_tokens = torch.where(
+                torch.tensor(done, device=self._device), torch.full_like(chosen, pad_id), chosen
+            )
+            positions = positions + 1
+        return [
+            self.tokenizer.decode(tokens, skip_special_tokens=True).strip() for tokens in generated
+        ]

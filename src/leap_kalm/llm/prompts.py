@@ -1,0 +1,82 @@
+"""Student prompts (jinja2 templates shipped as package data) and the answer format.
+
+The user message is laid out so that, with the full history, the text of step ``t``
+up to ``Observation t: ...`` is a prefix of step ``t+1``'s text; the candidate list and
+the answer instructions come last. The incremental generator reuses the KV cache of
+that prefix, so each step encodes only its new observation and the candidates.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from leap_kalm.schemas import ChatMessage, Step
+
+ENV_DESCRIPTIONS = {
+    "alfworld": "a text-based household simulator (ALFWorld)",
+    "webshop": "a simulated web shop (WebShop)",
+}
+
+
+@functools.cache
+def _environment() -> Any:
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("leap_kalm.llm", "templates"),
+        keep_trailing_newline=False,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+    )
+
+
+def render_template(name: str, **values: Any) -> str:
+    """Render ``templates/<name>.j2`` with strict undefined variables."""
+    return _environment().get_template(f"{name}.j2").render(**values).strip("\n")
+
+
+def build_student_messages(
+    env: str,
+    task: str,
+    history: Sequence[Step],
+    observation: str,
+    candidate_actions: Sequence[str],
+    history_window: int | None = None,
+) -> list[ChatMessage]:
+    """The chat messages the student sees at one step.
+
+    Args:
+        env: Environment name (``alfworld``, ``webshop``...), for the system message.
+        task: The task text.
+        history: The student's own earlier steps (observation and action are shown).
+        observation: The current observation.
+        candidate_actions: Admissible actions now.
+        history_window: Show only the last ``k`` earlier steps (``None``: all).
+
+    Returns:
+        ``[system, user]`` messages.
+    """
+    start = 0 if history_window is None else max(0, len(history) - history_window)
+    shown = [
+        {"index": i, "observation": step["observation"], "action": step["action"]}
+        for i, step in enumerate(history)
+        if i >= start
+    ]
+    system = render_template("student_system", env_description=ENV_DESCRIPTIONS.get(env, env))
+    user = render_template(
+        "student_user",
+        task=task,
+        skipped=start,
+        history=shown,
+        timestep=len(history),
+        observation=observation,
+        candidate_actions=list(candidate_actions),
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def format_completion(reason: str, action: str) -> str:
+    """The assistant's answer in the ``REASON:/ACTION:`` format."""
+    return f"REASON:\n{reason.strip()}\nACTION:\n{action.strip()}"

@@ -1,0 +1,102 @@
+import pytest
+
+from leap_kalm.llm.generation import EpisodeGenerator, SamplingParams, action_line_finished
+from leap_kalm.llm.models import load_model
+from leap_kalm.llm.prompts import build_student_messages
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    return load_model(tiny_model_dir, device="cpu")
+
+
+def _reference(model, tokenizer, prompt, max_new_tokens):
+    import torch
+
+    inputs = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+    with torch.no_grad():
+        out = model.generate(
+            **inputs,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    return tokenizer.decode(
+        out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True
+    ).strip()
+
+
+def _episode_prompts(gen, n_steps, name):
+    history, prompts = [], []
+    for t in range(n_steps):
+        observation = (
+            f"You arrive at drawer {t + 1} in episode {name}. The drawer {t + 1} is closed."
+        )
+        candidates = [f"open drawer {t + 1}", "go to fridge 1", "look"]
+        messages = build_student_messages(
+            "alfworld", f"put a clean apple in fridge ({name})", history, observation, candidates
+        )
+        prompts.append(gen.chat_prompt(messages))
+        history.append(
+            {"observation": observation, "action": candidates[0], "candidate_actions": candidates}
+        )
+    return prompts
+
+
+def test_batched_cached_greedy_equals_plain_generate(tiny):
+    model, tokenizer = tiny
+    sampling = SamplingParams(max_new_tokens=12, temperature=0.0, stop_after_action=False)
+    gen = EpisodeGenerator(model, tokenizer, sampling)
+    episodes = {name: _episode_prompts(gen, 4, name) for name in ("a", "bb", "ccc")}
+    for step in range(4):
+        keys = list(episodes)
+        prompts = [episodes[k][step] for k in keys]
+        outputs = gen.generate(prompts, keys)
+        for prompt, output in zip(prompts, outputs, strict=True):
+            assert output == _reference(model, tokenizer, prompt, 12)
+    # after the first step, most of every prompt came from the cache
+    assert gen.stats.reuse_ratio > 0.5
+    assert gen.stats.encoded_tokens + gen.stats.reused_tokens == gen.stats.prompt_tokens
+
+
+def test_without_cache_reuse_everything_is_encoded(tiny):
+    model, tokenizer = tiny
+    gen = EpisodeGenerator(model, tokenizer, SamplingParams(max_new_tokens=4), reuse_cache=False)
+    prompts = _episode_prompts(gen, 3, "x")
+    for prompt in prompts:
+        gen.generate([prompt], ["x"])
+    assert gen.stats.reused_tokens == 0
+    assert gen.stats.encoded_tokens == gen.stats.prompt_tokens
+
+
+def test_sampling_is_seeded(tiny):
+    model, tokenizer = tiny
+    prompts = _episode_prompts(EpisodeGenerator(model, tokenizer), 1, "s") * 3
+    params = SamplingParams(
+        max_new_tokens=10, temperature=1.0, top_p=0.9, seed=5, stop_after_action=False
+    )
+    first = EpisodeGenerator(model, tokenizer, params).generate(prompts)
+    again = EpisodeGenerator(model, tokenizer, params).generate(prompts)
+    assert first == again
+    other = EpisodeGenerator(
+        model, tokenizer, SamplingParams(**{**params.__dict__, "seed": 6})
+    ).generate(prompts)
+    assert other != first
+
+
+def test_action_line_detection():
+    assert not action_line_finished("REASON:\nlook around\n")
+    assert not action_line_finished("REASON:\nx\nACTION:\n")
+    assert not action_line_finished("REASON:\nx\nACTION:\ngo to fridge 1")
+    assert action_line_finished("REASON:\nx\nACTION:\ngo to fridge 1\n")
+    assert action_line_finished("Action: open drawer 2\nmore")
+
+
+def test_unknown_sampling_keys():
+    with pytest.raises(ValueError, match="unknown keys"):
+        SamplingParams.from_dict({"temp": 1})
+
+
+def test_mismatched_keys():
+    with pytest.raises(ValueError, match="2 prompts but 1 keys"):
+        EpisodeGenerator.generate(object.__new__(EpisodeGenerator), ["a", "b"], ["k"])

@@ -1,0 +1,78 @@
+import pytest
+
+from leap_kalm.llm.parsing import (
+    count_repairs,
+    match_candidate,
+    normalize_action,
+    parse_answer,
+    split_answer,
+)
+
+CANDIDATES = [
+    "go to fridge 1",
+    "open drawer 2",
+    "move apple 1 to countertop 1",
+    "look",
+    "examine desk 1",
+]
+
+
+def test_clean_answer_is_exact():
+    parsed = parse_answer("REASON:\nApples are cold.\nACTION:\ngo to fridge 1", CANDIDATES)
+    assert (parsed.reason, parsed.action, parsed.repair, parsed.valid) == (
+        "Apples are cold.",
+        "go to fridge 1",
+        "exact",
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("**REASON:** check it\n**ACTION:** `Open Drawer 2.`", "open drawer 2"),
+        ("Reason: x\nAction: > go to fridge 1", "go to fridge 1"),
+        ("REASON:\nx\nACTION:\n- look\nREASON:\nrambling on", "look"),
+        (
+            "REASON:\nplace it\nACTION:\nput apple 1 in/on countertop 1",
+            "move apple 1 to countertop 1",
+        ),
+        ('REASON: x\nACTION: "examine desk 1"', "examine desk 1"),
+    ],
+)
+def test_sloppy_answers_are_normalized(text, expected):
+    parsed = parse_answer(text, CANDIDATES)
+    assert parsed.action == expected and parsed.repair == "normalized"
+
+
+def test_near_miss_is_fuzzy_matched():
+    parsed = parse_answer("REASON:\nx\nACTION:\ngo to the fridge 1", CANDIDATES)
+    assert (
+        parsed.action == "go to fridge 1" and parsed.repair == "fuzzy" and 80 <= parsed.score < 100
+    )
+
+
+def test_nonsense_is_unmatched_and_kept_raw():
+    parsed = parse_answer("REASON:\nx\nACTION:\nfly to the moon", CANDIDATES)
+    assert parsed.repair == "unmatched" and parsed.action == "fly to the moon" and not parsed.valid
+
+
+def test_missing_markers_and_empty_action():
+    assert split_answer("I think\ngo to fridge 1") == ("", "go to fridge 1")
+    assert parse_answer("no markers at all\nopen drawer 2", CANDIDATES).action == "open drawer 2"
+    empty = parse_answer("REASON:\nthinking but no action\nACTION:\n", CANDIDATES)
+    assert empty.repair == "empty" and empty.reason == "thinking but no action"
+    assert parse_answer("", CANDIDATES).repair == "empty"
+
+
+def test_normalize_and_counts():
+    assert normalize_action("  1. Put Mug 2 on Shelf 1. ") == "move mug 2 to shelf 1"
+    answers = [parse_answer(t, CANDIDATES) for t in ("ACTION: look", "ACTION: LOOK", "ACTION: xyz")]
+    assert count_repairs(answers) == {
+        "exact": 1,
+        "normalized": 1,
+        "fuzzy": 0,
+        "unmatched": 1,
+        "empty": 0,
+    }
+    assert match_candidate("look", []) == ("look", "unmatched", 0.0)

@@ -12,6 +12,7 @@ is complete (or at end of turn), so the model never rambles past its action.
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -105,6 +106,7 @@ class EpisodeGenerator:
         self.max_batch = max_batch
         self.stats = GenerationStats()
         self._caches: dict[Hashable, tuple[list[int], Any]] = {}
+        self._rngs: dict[Hashable, Any] = {}
         self._device = next(model.parameters()).device
         self._generator = torch.Generator(device="cpu").manual_seed(self.sampling.seed)
         eos = {tokenizer.eos_token_id}
@@ -137,10 +139,12 @@ class EpisodeGenerator:
     def forget(self, key: Hashable) -> None:
         """Drop an episode's cache (call when the episode ends)."""
         self._caches.pop(key, None)
+        self._rngs.pop(key, None)
 
     def reset(self) -> None:
         """Drop every cache."""
         self._caches.clear()
+        self._rngs.clear()
 
     # -- internals -----------------------------------------------------------
     def _prefill(self, key: Hashable, ids: list[int]) -> Any:
@@ -198,7 +202,18 @@ class EpisodeGenerator:
             layers.append((torch.cat(keys), torch.cat(values)))
         return DynamicCache(ddp_cache_data=layers)
 
-    def _sample(self, logits: Any) -> Any:
+    def _rng(self, key: Hashable) -> Any:
+        """A sampling generator per episode, so an episode's samples do not depend on its batch mates."""
+        import torch
+
+        if not isinstance(key, str | int | tuple):
+            return self._generator
+        if key not in self._rngs:
+            stable = zlib.crc32(repr(key).encode("utf-8"))
+            self._rngs[key] = torch.Generator(device="cpu").manual_seed(self.sampling.seed * 1_000_003 + stable)
+        return self._rngs[key]
+
+    def _sample(self, logits: Any, keys: Sequence[Hashable]) -> Any:
         import torch
 
         if self.sampling.temperature <= 0:
@@ -209,11 +224,9 @@ class EpisodeGenerator:
             keep = sorted_probs.cumsum(-1) - sorted_probs < self.sampling.top_p
             sorted_probs = sorted_probs * keep
             probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-        return (
-            torch.multinomial(probs.cpu(), 1, generator=self._generator)
-            .squeeze(-1)
-            .to(logits.device)
-        )
+        probs = probs.cpu()
+        rows = [torch.multinomial(probs[i], 1, generator=self._rng(key)) for i, key in enumerate(keys)]
+        return torch.cat(rows).to(logits.device)
 
     def _generate_batch(self, prompts: Sequence[str], keys: Sequence[Hashable]) -> list[str]:
         import torch
@@ -257,7 +270,7 @@ class EpisodeGenerator:
                     use_cache=True,
                 )
             past = out.cache
-            chosen = self._sample(out.logits[:, -1, :])
+            chosen = self._sample(out.logits[:, -1, :], keys)
             for row in range(batch):
                 if done[row]:
                     continue

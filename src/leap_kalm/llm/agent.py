@@ -1,0 +1,149 @@
+"""The LLM student acting in text environments, many episodes batched together.
+
+Environments are duck-typed gymnasium text environments: ``reset()`` returns
+``(observation, info)`` and ``step(action)`` returns
+``(observation, reward, terminated, truncated, info)``; ``info`` carries
+``admissible_commands`` and, where the environment knows them, ``task`` and ``won``.
+Nothing here imports an environment package.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from leap_kalm.llm.generation import EpisodeGenerator
+from leap_kalm.llm.parsing import count_repairs, parse_answer
+from leap_kalm.llm.prompts import build_student_messages
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """What to play: how to build the environment and how to label the trajectory."""
+
+    game_id: str
+    make_env: Callable[[], Any]
+    split: str = "train"
+    task_type: str = ""
+
+
+@dataclass
+class StudentSettings:
+    """How the student prompts itself."""
+
+    env_name: str = "alfworld"
+    history_window: int | None = None
+    max_steps: int = 20
+    batch_size: int = 8
+
+
+def task_from_observation(observation: str) -> str:
+    """ALFWorld-style ``Your task is to: ...`` line, or the whole first observation."""
+    marker = "Your task is to:"
+    if marker in observation:
+        return observation.split(marker, 1)[1].strip().splitlines()[0].strip()
+    return observation.strip().splitlines()[-1] if observation.strip() else ""
+
+
+class StudentPolicy:
+    """Prompts the model with each episode's own history and parses its answers."""
+
+    def __init__(self, generator: EpisodeGenerator, settings: StudentSettings, model_id: str) -> None:
+        self.generator = generator
+        self.settings = settings
+        self.model_id = model_id
+        self.answers: list[Any] = []
+
+    def act(self, episodes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One decision per live episode: ``{reason, action, raw_action, repair}``."""
+        prompts = [
+            self.generator.chat_prompt(
+                build_student_messages(
+                    self.settings.env_name,
+                    ep["task"],
+                    ep["steps"],
+                    ep["observation"],
+                    ep["candidates"],
+                    self.settings.history_window,
+                )
+            )
+            for ep in episodes
+        ]
+        texts = self.generator.generate(prompts, [ep["key"] for ep in episodes])
+        decisions = []
+        for ep, text in zip(episodes, texts, strict=True):
+            parsed = parse_answer(text, ep["candidates"])
+            self.answers.append(parsed)
+            decisions.append({"reason": parsed.reason, "action": parsed.action, "raw_action": parsed.raw_action, "repair": parsed.repair})
+        return decisions
+
+    def repair_counts(self) -> dict[str, int]:
+        return count_repairs(self.answers)
+
+
+def roll_out(
+    specs: Sequence[EpisodeSpec],
+    policy: StudentPolicy,
+    env_name: str,
+    extra: dict[str, Any] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Play every episode with the student, ``batch_size`` at a time; yield each trajectory as it ends.
+
+    Yielding as soon as an episode ends lets a resumable JSONL dataset write it at once.
+    """
+    settings = policy.settings
+    pending = list(specs)
+    live: list[dict[str, Any]] = []
+    while pending or live:
+        while pending and len(live) < settings.batch_size:
+            spec = pending.pop(0)
+            env = spec.make_env()
+            observation, info = env.reset()
+            live.append(
+                {
+                    "key": spec.game_id,
+                    "spec": spec,
+                    "env": env,
+                    "task": info.get("task") or task_from_observation(observation),
+                    "observation": observation,
+                    "candidates": list(info.get("admissible_commands", [])),
+                    "steps": [],
+                    "won": False,
+                }
+            )
+        decisions = policy.act(live)
+        still_live = []
+        for ep, decision in zip(live, decisions, strict=True):
+            ep["steps"].append({"observation": ep["observation"], "candidate_actions": ep["candidates"], **decision})
+            observation, reward, terminated, truncated, info = ep["env"].step(decision["action"])
+            ep["won"] = bool(info.get("won", terminated and reward > 0))
+            ep["observation"], ep["candidates"] = observation, list(info.get("admissible_commands", []))
+            if terminated or truncated or len(ep["steps"]) >= settings.max_steps:
+                policy.generator.forget(ep["key"])
+                ep["env"].close()
+                yield _trajectory(ep, env_name, policy, extra)
+            else:
+                still_live.append(ep)
+        live = still_live
+
+
+def _trajectory(ep: dict[str, Any], env_name: str, policy: StudentPolicy, extra: dict[str, Any] | None) -> dict[str, Any]:
+    spec: EpisodeSpec = ep["spec"]
+    return {
+        "env": env_name,
+        "game_id": spec.game_id,
+        "split": spec.split,
+        "task": ep["task"],
+        "task_type": spec.task_type,
+        "model_id": policy.model_id,
+        "steps": ep["steps"],
+        "success": ep["won"],
+        "score": 1.0 if ep["won"] else 0.0,
+        "num_actions": len(ep["steps"]),
+        "sampling": asdict(policy.generator.sampling),
+        **(extra or {}),
+    }

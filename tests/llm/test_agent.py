@@ -1,7 +1,13 @@
 import pytest
 
 from leap_kalm.datasets import JSONLDataset
-from leap_kalm.llm.agent import EpisodeSpec, StudentPolicy, StudentSettings, roll_out, task_from_observation
+from leap_kalm.llm.agent import (
+    EpisodeSpec,
+    StudentPolicy,
+    StudentSettings,
+    roll_out,
+    task_from_observation,
+)
 from leap_kalm.llm.generation import EpisodeGenerator, SamplingParams
 from leap_kalm.llm.models import load_model
 
@@ -14,14 +20,20 @@ class BoxEnv:
         self.closed = False
 
     def reset(self, seed=None):
-        return "-= Welcome =-\nYour task is to: find the coin.", {"admissible_commands": self._candidates()}
+        return "-= Welcome =-\nYour task is to: find the coin.", {
+            "admissible_commands": self._candidates()
+        }
 
     def _candidates(self):
         return [f"open box {i}" for i in range(1, 5)] + ["look"]
 
     def step(self, action):
         won = action == f"open box {self.target}"
-        obs = "You find the coin!" if won else ("Nothing happens." if action not in self._candidates() else "The box is empty.")
+        obs = (
+            "You find the coin!"
+            if won
+            else ("Nothing happens." if action not in self._candidates() else "The box is empty.")
+        )
         return obs, float(won), won, False, {"admissible_commands": self._candidates(), "won": won}
 
     def close(self):
@@ -29,7 +41,10 @@ class BoxEnv:
 
 
 def _specs(n):
-    return [EpisodeSpec(game_id=f"game-{i}", make_env=lambda i=i: BoxEnv(1 + i % 4), task_type="find") for i in range(n)]
+    return [
+        EpisodeSpec(game_id=f"game-{i}", make_env=lambda i=i: BoxEnv(1 + i % 4), task_type="find")
+        for i in range(n)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +55,11 @@ def tiny(tiny_model_dir):
 def _policy(tiny, batch_size=3, temperature=1.0):
     model, tokenizer = tiny
     sampling = SamplingParams(max_new_tokens=24, temperature=temperature, seed=11)
-    return StudentPolicy(EpisodeGenerator(model, tokenizer, sampling), StudentSettings(env_name="toy", max_steps=4, batch_size=batch_size), "tiny-test")
+    return StudentPolicy(
+        EpisodeGenerator(model, tokenizer, sampling),
+        StudentSettings(env_name="toy", max_steps=4, batch_size=batch_size),
+        "tiny-test",
+    )
 
 
 def test_rollout_shapes_and_bookkeeping(tiny):
@@ -48,11 +67,22 @@ def test_rollout_shapes_and_bookkeeping(tiny):
     trajectories = list(roll_out(_specs(5), policy, "toy", extra={"iteration": 0}))
     assert sorted(t["game_id"] for t in trajectories) == [f"game-{i}" for i in range(5)]
     for t in trajectories:
-        assert t["task"] == "find the coin." and t["iteration"] == 0 and t["model_id"] == "tiny-test"
+        assert (
+            t["task"] == "find the coin." and t["iteration"] == 0 and t["model_id"] == "tiny-test"
+        )
         assert 1 <= t["num_actions"] == len(t["steps"]) <= 4
-        assert t["success"] == (t["steps"][-1]["action"] == f"open box {1 + int(t['game_id'][-1]) % 4}")
+        assert t["success"] == (
+            t["steps"][-1]["action"] == f"open box {1 + int(t['game_id'][-1]) % 4}"
+        )
         for step in t["steps"]:
-            assert set(step) >= {"observation", "candidate_actions", "reason", "action", "raw_action", "repair"}
+            assert set(step) >= {
+                "observation",
+                "candidate_actions",
+                "reason",
+                "action",
+                "raw_action",
+                "repair",
+            }
             assert step["repair"] != "exact" or step["action"] in step["candidate_actions"]
     counts = policy.repair_counts()
     assert sum(counts.values()) == sum(t["num_actions"] for t in trajectories)
@@ -61,7 +91,9 @@ def test_rollout_shapes_and_bookkeeping(tiny):
 
 def test_resumed_rollout_equals_uninterrupted(tiny, tmp_path):
     reference = {t["game_id"]: t for t in roll_out(_specs(6), _policy(tiny, batch_size=4), "toy")}
-    ds = JSONLDataset(filepath=str(tmp_path / "rollouts.jsonl"), save_args={"mode": "resume", "key": "game_id"})
+    ds = JSONLDataset(
+        filepath=str(tmp_path / "rollouts.jsonl"), save_args={"mode": "resume", "key": "game_id"}
+    )
 
     def producer(interrupt_after):
         def produce(done):
@@ -83,5 +115,8 @@ def test_resumed_rollout_equals_uninterrupted(tiny, tmp_path):
 
 
 def test_task_from_observation():
-    assert task_from_observation("room.\n\nYour task is to: put a mug in sink.\n") == "put a mug in sink."
+    assert (
+        task_from_observation("room.\n\nYour task is to: put a mug in sink.\n")
+        == "put a mug in sink."
+    )
     assert task_from_observation("i need red shoes") == "i need red shoes"

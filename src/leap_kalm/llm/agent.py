@@ -52,7 +52,9 @@ def task_from_observation(observation: str) -> str:
 class StudentPolicy:
     """Prompts the model with each episode's own history and parses its answers."""
 
-    def __init__(self, generator: EpisodeGenerator, settings: StudentSettings, model_id: str) -> None:
+    def __init__(
+        self, generator: EpisodeGenerator, settings: StudentSettings, model_id: str
+    ) -> None:
         self.generator = generator
         self.settings = settings
         self.model_id = model_id
@@ -78,7 +80,14 @@ class StudentPolicy:
         for ep, text in zip(episodes, texts, strict=True):
             parsed = parse_answer(text, ep["candidates"])
             self.answers.append(parsed)
-            decisions.append({"reason": parsed.reason, "action": parsed.action, "raw_action": parsed.raw_action, "repair": parsed.repair})
+            decisions.append(
+                {
+                    "reason": parsed.reason,
+                    "action": parsed.action,
+                    "raw_action": parsed.raw_action,
+                    "repair": parsed.repair,
+                }
+            )
         return decisions
 
     def repair_counts(self) -> dict[str, int]:
@@ -118,10 +127,19 @@ def roll_out(
         decisions = policy.act(live)
         still_live = []
         for ep, decision in zip(live, decisions, strict=True):
-            ep["steps"].append({"observation": ep["observation"], "candidate_actions": ep["candidates"], **decision})
+            ep["steps"].append(
+                {
+                    "observation": ep["observation"],
+                    "candidate_actions": ep["candidates"],
+                    **decision,
+                }
+            )
             observation, reward, terminated, truncated, info = ep["env"].step(decision["action"])
             ep["won"] = bool(info.get("won", terminated and reward > 0))
-            ep["observation"], ep["candidates"] = observation, list(info.get("admissible_commands", []))
+            ep["observation"], ep["candidates"] = (
+                observation,
+                list(info.get("admissible_commands", [])),
+            )
             if terminated or truncated or len(ep["steps"]) >= settings.max_steps:
                 policy.generator.forget(ep["key"])
                 ep["env"].close()
@@ -131,7 +149,9 @@ def roll_out(
         live = still_live
 
 
-def _trajectory(ep: dict[str, Any], env_name: str, policy: StudentPolicy, extra: dict[str, Any] | None) -> dict[str, Any]:
+def _trajectory(
+    ep: dict[str, Any], env_name: str, policy: StudentPolicy, extra: dict[str, Any] | None
+) -> dict[str, Any]:
     spec: EpisodeSpec = ep["spec"]
     return {
         "env": env_name,

@@ -210,7 +210,9 @@ class EpisodeGenerator:
             return self._generator
         if key not in self._rngs:
             stable = zlib.crc32(repr(key).encode("utf-8"))
-            self._rngs[key] = torch.Generator(device="cpu").manual_seed(self.sampling.seed * 1_000_003 + stable)
+            self._rngs[key] = torch.Generator(device="cpu").manual_seed(
+                self.sampling.seed * 1_000_003 + stable
+            )
         return self._rngs[key]
 
     def _sample(self, logits: Any, keys: Sequence[Hashable]) -> Any:
@@ -225,7 +227,9 @@ class EpisodeGenerator:
             sorted_probs = sorted_probs * keep
             probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
         probs = probs.cpu()
-        rows = [torch.multinomial(probs[i], 1, generator=self._rng(key)) for i, key in enumerate(keys)]
+        rows = [
+            torch.multinomial(probs[i], 1, generator=self._rng(key)) for i, key in enumerate(keys)
+        ]
         return torch.cat(rows).to(logits.device)
 
     def _generate_batch(self, prompts: Sequence[str], keys: Sequence[Hashable]) -> list[str]:

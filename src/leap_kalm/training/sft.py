@@ -113,7 +113,9 @@ def train_sft(
     trainer = SFTTrainer(
         model=model,
         args=config,
-        train_dataset=Dataset.from_list(list(records)),
+        train_dataset=Dataset.from_list(
+            [{"prompt": r["prompt"], "completion": r["completion"]} for r in records]
+        ),
         processing_class=tokenizer,
         peft_config=peft_config,
     )

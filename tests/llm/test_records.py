@@ -1,0 +1,97 @@
+import pytest
+
+from leap_kalm.llm.records import (
+    aggregate_dagger,
+    dpo_pairs_from_corrections,
+    sft_records_from_corrections,
+    sft_records_from_trajectories,
+    split_by_trajectory,
+)
+
+
+def _trajectory(game_id, n=3):
+    return {
+        "game_id": game_id,
+        "task": "put a mug in the sink",
+        "steps": [
+            {
+                "observation": f"obs {t}",
+                "candidate_actions": ["look", f"go to shelf {t}"],
+                "reason": f"r{t}",
+                "action": "look",
+            }
+            for t in range(n)
+        ],
+    }
+
+
+def _correction(game_id, n=3, corrected=(1,)):
+    return {
+        "game_id": game_id,
+        "summary": "keeps looking",
+        "steps": [
+            {
+                "timestep": t,
+                "original_observation": f"obs {t}",
+                "original_reason": f"r{t}",
+                "original_action": "look",
+                "corrected_reason": f"better {t}",
+                "corrected_action": f"go to shelf {t}" if t in corrected else "look",
+                "is_corrected": t in corrected,
+            }
+            for t in range(n)
+        ],
+    }
+
+
+def test_sft_records_have_prompt_completion_shape():
+    records = sft_records_from_trajectories([_trajectory("g1")], "alfworld")
+    assert len(records) == 3
+    record = records[2]
+    assert [m["role"] for m in record["prompt"]] == ["system", "user"]
+    assert "Observation 0: obs 0\nAction 0: look" in record["prompt"][1]["content"]
+    assert "Observation 2: obs 2" in record["prompt"][1]["content"]
+    assert record["completion"] == [{"role": "assistant", "content": "REASON:\nr2\nACTION:\nlook"}]
+
+
+def test_corrections_become_sft_records_with_the_students_own_history():
+    records = sft_records_from_corrections([_trajectory("g1")], [_correction("g1")], "alfworld")
+    assert len(records) == 3
+    assert records[1]["completion"][0]["content"] == "REASON:\nbetter 1\nACTION:\ngo to shelf 1"
+    # the history shown is what the student did, not the correction
+    assert "Action 0: look" in records[1]["prompt"][1]["content"]
+
+
+def test_dpo_pairs_only_for_corrected_steps():
+    pairs = dpo_pairs_from_corrections(
+        [_trajectory("g1")], [_correction("g1", corrected=(0, 2))], "alfworld"
+    )
+    assert len(pairs) == 2
+    assert pairs[0]["chosen"][0]["content"].endswith("go to shelf 0")
+    assert pairs[0]["rejected"][0]["content"] == "REASON:\nr0\nACTION:\nlook"
+    assert set(pairs[1]) == {"prompt", "chosen", "rejected", "game_id"}
+
+
+def test_length_mismatch_is_an_error():
+    with pytest.raises(ValueError, match="g1 has 2 steps, the trajectory 3"):
+        sft_records_from_corrections([_trajectory("g1")], [_correction("g1", n=2)], "alfworld")
+
+
+def test_split_keeps_trajectories_together():
+    records = sft_records_from_trajectories([_trajectory(f"g{i}") for i in range(20)], "alfworld")
+    train, val = split_by_trajectory(records, 0.15, seed=1)
+    assert len(train) + len(val) == len(records)
+    assert {r["game_id"] for r in train}.isdisjoint({r["game_id"] for r in val})
+    assert len({r["game_id"] for r in val}) == 3
+    assert split_by_trajectory(records, 0.15, seed=1) == (train, val)
+
+
+def test_dagger_balances_iterations():
+    it0 = [{"game_id": f"a{i}", "x": i} for i in range(10)]
+    it1 = [{"game_id": f"b{i}", "x": i} for i in range(4)]
+    it2 = [{"game_id": f"c{i}", "x": i} for i in range(7)]
+    merged = aggregate_dagger([it0, it1, it2], seed=0)
+    assert len(merged) == 12
+    assert [sum(r["iteration_source"] == k for r in merged) for k in range(3)] == [4, 4, 4]
+    assert merged == aggregate_dagger([it0, it1, it2], seed=0)
+    assert aggregate_dagger([], seed=0) == []

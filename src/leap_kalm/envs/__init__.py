@@ -1,0 +1,1 @@
+"""Gymnasium-style environments (no Kedro imports)."""

@@ -1,0 +1,150 @@
+"""Thin layer over TextWorld's PDDL engine, set up the way ALFWorld's own TextWorld env is.
+
+The engine is TextWorld's ``PddlEnv`` wrapped in ALFWorld's ``AlfredDemangler`` (so ids such as
+``Cabinet|+00.68|+00.50|-02.20`` read as ``cabinet 1``). Everything heavy is imported inside
+functions so that importing this package stays cheap.
+
+Speed-up: about 95% of a stock
+step is spent re-deriving the text of every admissible command from its grammar template.
+In ALFWorld's grammar a command's text depends only on the action and the entities it binds
+(plus static facts such as ``receptacleAtLocation``), so :class:`CachedPddlEnv` memoises
+that text per (action name, bound entities). Observations and feedback are still derived
+from the live state on every step.
+
+Measured on this 2-core machine (30 generated games, 20 random admissible steps each, shared
+CPU so +-20%): stock 36 steps/s (27 ms), cached 82 steps/s (12 ms); with ``facts=True`` (what
+the handcoded expert needs) 32 -> 58 steps/s. Outputs are identical (tested). Not tried:
+caching tatsu's parse of feedback templates (remaining cost) or dropping the per-step
+``deepcopy`` of the grammar context inside textworld.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+_ENGINE_CLASS: Any = None
+
+
+def _cached_env_class() -> Any:
+    """Build (once) a ``PddlEnv`` subclass that memoises admissible-command texts."""
+    global _ENGINE_CLASS
+    if _ENGINE_CLASS is not None:
+        return _ENGINE_CLASS
+
+    from textworld.envs.pddl.pddl import PddlEnv
+
+    class CachedPddlEnv(PddlEnv):
+        """``PddlEnv`` whose admissible-command texts are derived once per game and reused."""
+
+        def load(self, filename_or_data: Any) -> None:
+            super().load(filename_or_data)
+            self._command_cache: dict[tuple, str] = {}
+            self._templates_cache: list[str] | None = None
+
+        def _command_text(self, action: Any, names: Mapping[str, str]) -> str:
+            key = (
+                action.name,
+                tuple(sorted((ph.name, var.name) for ph, var in action.mapping.items())),
+            )
+            text = self._command_cache.get(key)
+            if text is None:
+                context = {
+                    "state": self._pddl_state,
+                    "facts": list(self._pddl_state.facts),
+                    "variables": {
+                        ph.name: self._entity_infos[var.name] for ph, var in action.mapping.items()
+                    },
+                    "mapping": action.mapping,
+                    "entity_infos": self._entity_infos,
+                }
+                action.command_template = self._logic.grammar.derive(
+                    action.command_template, context
+                )
+                text = action.format_command(names)
+                self._command_cache[key] = text
+            return text
+
+        def _gather_infos(self) -> None:  # same keys as PddlEnv._gather_infos
+            if self._templates_cache is None:
+                self._templates_cache = sorted({a.template for a in self._logic.actions.values()})
+            state = self.state
+            state["command_templates"] = self._templates_cache
+            state["won"] = self._pddl_state.check_goal()
+            state["lost"] = False
+            state["_entity_infos"] = dict(self._entity_infos)
+            state["_facts"] = list(self._pddl_state.facts)
+            if self.request_infos.facts:
+                state["facts"] = [self._get_human_readable_fact(f) for f in state["_facts"]]
+            state["last_action"] = None
+            state["_last_action"] = self._last_action
+            actions = list(self._pddl_state.all_applicable_actions())
+            names = {k: info.name for k, info in self._entity_infos.items()}
+            state["_valid_actions"] = actions
+            state["_valid_commands"] = [self._command_text(a, names) for a in actions]
+            state["admissible_commands"] = sorted(set(state["_valid_commands"]))
+            if self.request_infos.moves:
+                state["moves"] = self._moves
+            if self.request_infos.policy_commands:
+                state["policy_commands"] = self._pddl_state.replan(self._entity_infos)
+
+    _ENGINE_CLASS = CachedPddlEnv
+    return _ENGINE_CLASS
+
+
+def start_engine(
+    game: str | Path | Mapping[str, Any],
+    *,
+    facts: bool = False,
+    walkthrough: bool = False,
+    policy_commands: bool = False,
+    cache_commands: bool = True,
+) -> Any:
+    """Load one game into TextWorld's PDDL engine with ALFWorld's name demangler.
+
+    Args:
+        game: path of a ``game.tw-pddl`` file, or its already-parsed JSON content.
+        facts: also return human-readable facts each step (the handcoded expert needs them).
+        walkthrough: put the planner's optimal plan under ``extra.walkthrough`` at reset.
+        policy_commands: replan every step (slow; the planner expert needs it).
+        cache_commands: use :class:`CachedPddlEnv` (same outputs, faster steps).
+
+    Returns:
+        A loaded ``textworld`` environment (call ``reset()`` before ``step``).
+    """
+    import textworld
+    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
+    from textworld.envs.pddl.pddl import PddlEnv
+
+    infos = textworld.EnvInfos(
+        won=True,
+        admissible_commands=True,
+        facts=facts,
+        policy_commands=policy_commands,
+        extras=["walkthrough"] if walkthrough else [],
+    )
+    base = _cached_env_class()(infos) if cache_commands else PddlEnv(infos)
+    env = AlfredDemangler(shuffle=False)(base)
+    if isinstance(game, Mapping):
+        env.load(dict(game))
+    else:
+        env.load(str(game))
+    return env
+
+
+def read_game_file(game_path: str | Path) -> dict[str, Any]:
+    """Parse a ``game.tw-pddl`` file."""
+    return json.loads(Path(game_path).read_text())
+
+
+def task_from_grammar(grammar: str) -> str:
+    """The task sentence baked into a game's grammar (``Your task is to: …``)."""
+    marker = "Your task is to: "
+    start = grammar.find(marker)
+    if start < 0:
+        return ""
+    end = grammar.find('"', start)
+    text = grammar[start + len(marker) : end]
+    return text[:-1] if text.endswith(".") else text

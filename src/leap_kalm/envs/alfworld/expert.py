@@ -1,0 +1,157 @@
+"""Expert logs from alfworld's handcoded expert, with the 0.4.2 move/put workaround.
+
+alfworld 0.4.2 renamed the placing command to ``move X to Y`` but its handcoded expert still
+tracks placements by looking for ``"put"`` in the previous command, so it never forgets the
+first object it placed (``pick_two_obj_and_place`` stalls). We drive the expert ourselves and
+hand it the previous command spelled ``put X to Y`` whenever it was a ``move``: only its
+bookkeeping sees the old verb; the commands sent to the engine are unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .env import AlfWorldEnv
+
+logger = logging.getLogger(__name__)
+
+MODEL_ID = "handcoded_expert"
+
+
+def _for_expert_bookkeeping(command: str) -> str:
+    """``move X to Y`` → ``put X to Y`` (what the 0.4.2 expert's state tracking looks for)."""
+    return "put " + command[len("move ") :] if command.startswith("move ") else command
+
+
+class HandcodedExpert:
+    """alfworld's ``HandCodedTWAgent`` stepped the way ``AlfredExpert`` does, minus its bug.
+
+    Call :meth:`reset` with the game path and the initial observation, then :meth:`act` with
+    the engine state after each step. The expert draws from Python's global ``random``; it is
+    seeded per episode (and the global state restored afterwards) by
+    :func:`collect_expert_trajectories`.
+    """
+
+    def __init__(self, expert_type: str = "handcoded", max_steps: int = 200) -> None:
+        from alfworld.agents.environment.alfred_tw_env import AlfredExpertType
+        from alfworld.agents.expert import HandCodedTWAgent
+
+        if expert_type != AlfredExpertType.HANDCODED:
+            raise ValueError(f"only the handcoded expert is wrapped here, got {expert_type!r}")
+        self.expert_type = expert_type
+        self._agent = HandCodedTWAgent(max_steps=max_steps)
+        self._prev = ""
+
+    def reset(self, game_path: str | Path, observation: str) -> str:
+        self._agent.reset(str(game_path))
+        self._agent.observe(observation)
+        self._prev = ""
+        return "look"  # AlfredExpert's first move
+
+    def act(self, state: Any, last_command: str) -> str:
+        """Next command given the engine state reached by ``last_command``."""
+        game_state = {
+            "feedback": state["feedback"],
+            "admissible_commands": state["admissible_commands"],
+            "facts": state["facts"],
+            "won": state["won"],
+        }
+        action = self._agent.act(game_state, 0, state["won"], _for_expert_bookkeeping(last_command))
+        # The stock loop compares the expert's action to the previous command to break loops;
+        # with the translated spelling a repeated ``move`` must be caught here.
+        if action == last_command:
+            action = random.choice(list(state["admissible_commands"]))
+        return action if action in state["admissible_commands"] else "look"
+
+
+def run_expert_episode(
+    game_path: str | Path, max_steps: int = 50, seed: int = 0, split: str = "train"
+) -> dict[str, Any]:
+    """Play one game with the handcoded expert; returns a trajectory record (never raises for
+    expert failures: those end the episode with ``success`` False and an ``error`` field)."""
+    from alfworld.agents.expert import HandCodedAgentFailed, HandCodedAgentTimeout
+
+    env = AlfWorldEnv(game_path, max_steps=max_steps, facts=True)
+    saved = random.getstate()
+    random.seed(seed)
+    steps: list[dict[str, Any]] = []
+    error = ""
+    won = False
+    try:
+        obs, info = env.reset()
+        expert = HandcodedExpert(expert_type="handcoded")
+        action = expert.reset(game_path, obs)
+        for _ in range(max_steps):
+            steps.append(
+                {
+                    "observation": obs,
+                    "candidate_actions": info["admissible_commands"],
+                    "action": action,
+                }
+            )
+            obs, _, terminated, truncated, info = env.step(action)
+            won = bool(info["won"])
+            if terminated or truncated:
+                break
+            try:
+                action = expert.act(env.engine_state, action)
+            except (HandCodedAgentFailed, HandCodedAgentTimeout, IndexError, KeyError) as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                break
+    finally:
+        random.setstate(saved)
+        env.close()
+    traj = env.traj_data
+    record = {
+        "env": "alfworld",
+        "game_id": env.game_id,
+        "split": split,
+        "task": env.task,
+        "task_type": traj["task_type"],
+        "model_id": MODEL_ID,
+        "steps": steps,
+        "success": won,
+        "score": 1.0 if won else 0.0,
+        "num_actions": len(steps),
+    }
+    if error:
+        record["error"] = error
+    return record
+
+
+def collect_expert_trajectories(
+    game_paths: Sequence[str | Path],
+    max_steps: int = 50,
+    split: str = "train",
+    seed: int = 0,
+    show_progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Run alfworld's handcoded expert (with the move/put workaround) on every game.
+
+    Args:
+        game_paths: ``game.tw-pddl`` files.
+        max_steps: step cap per game.
+        split: split name recorded in each trajectory.
+        seed: the expert's tie-breaking randomness; game ``i`` uses ``seed + i``.
+        show_progress: draw a ``rich`` progress bar.
+
+    Returns:
+        One trajectory per game, in order, failures included (``success`` False).
+    """
+    from rich.progress import Progress
+
+    records: list[dict[str, Any]] = []
+    with Progress(disable=not show_progress, transient=True) as progress:
+        task = progress.add_task("handcoded expert", total=len(game_paths))
+        for i, path in enumerate(game_paths):
+            records.append(
+                run_expert_episode(path, max_steps=max_steps, seed=seed + i, split=split)
+            )
+            progress.advance(task)
+    wins = sum(r["success"] for r in records)
+    logger.info("handcoded expert won %d/%d games (%s)", wins, len(records), split)
+    return records

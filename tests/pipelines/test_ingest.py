@@ -1,0 +1,125 @@
+"""The ingest pipeline, run as slices with SequentialRunner on a DataCatalog of tmp files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kedro.io import DataCatalog, MemoryDataset
+from kedro.runner import SequentialRunner
+from kedro_datasets.json import JSONDataset
+
+from leap_kalm.datasets import HDF5Dataset, JSONLDataset, NpyDataset
+from leap_kalm.envs.kalm_data import validate_kalm_dataset
+from leap_kalm.pipelines.ingest.nodes import AlfWorldIngestParams, summarize_kalm_offline_data
+from leap_kalm.pipelines.ingest.pipeline import create_pipeline
+
+
+def _catalog(tmp_path, params: dict) -> DataCatalog:
+    datasets = {
+        "alfworld.games": JSONDataset(filepath=str(tmp_path / "games.json")),
+        "alfworld.expert_logs": JSONLDataset(
+            filepath=str(tmp_path / "expert_logs.jsonl"),
+            save_args={"mode": "resume", "key": "game_id"},
+        ),
+    }
+    for env in ("clevr", "metaworld"):
+        datasets[f"{env}.kalm_offline"] = NpyDataset(
+            filepath=str(tmp_path / f"{env}.npy"), allow_pickle=True
+        )
+        datasets[f"{env}.kalm_offline_hdf5"] = HDF5Dataset(filepath=str(tmp_path / f"{env}.hdf5"))
+        datasets[f"{env}.kalm_offline_summary"] = JSONDataset(
+            filepath=str(tmp_path / f"{env}_summary.json")
+        )
+    for name, value in params.items():
+        datasets[f"params:{name}"] = MemoryDataset(value)
+    return DataCatalog(datasets=datasets)
+
+
+def test_alfworld_ingest_writes_expert_logs_for_the_train_split(tmp_path):
+    params = {
+        "alfworld.ingest": {
+            "games_dir": str(tmp_path / "games"),
+            "n_games": {"train": 6, "valid_seen": 1, "valid_unseen": 1},
+            "seed": 3,
+        }
+    }
+    catalog = _catalog(tmp_path, params)
+    pipe = create_pipeline().only_nodes_with_namespaces(["alfworld"])
+    SequentialRunner().run(pipe, catalog)
+    games = catalog.load("alfworld.games")
+    assert [g["split"] for g in games].count("train") == 6 and len(games) == 8
+    logs = catalog.load("alfworld.expert_logs")
+    assert sorted(t["game_id"] for t in logs) == sorted(
+        g["game_id"] for g in games if g["split"] == "train"
+    )
+    assert sum(t["success"] for t in logs) >= 5
+    assert all(t["model_id"] == "handcoded_expert" and t["steps"] for t in logs)
+    # a second run reuses the generated games rather than regenerating them
+    mtime = (tmp_path / "games" / "train" / "manifest.json").stat().st_mtime
+    SequentialRunner().run(create_pipeline().only_nodes("alfworld.prepare_games_node"), catalog)
+    assert (tmp_path / "games" / "train" / "manifest.json").stat().st_mtime == mtime
+
+
+def test_real_source_without_data_says_how_to_get_it(tmp_path, monkeypatch):
+    from leap_kalm.envs.alfworld import AlfWorldDataNotFoundError
+    from leap_kalm.pipelines.ingest.nodes import prepare_alfworld_games
+
+    monkeypatch.delenv("ALFWORLD_DATA", raising=False)
+    with pytest.raises(AlfWorldDataNotFoundError, match="ALFWORLD_DATA"):
+        prepare_alfworld_games({"source": "real"})
+    with pytest.raises(ValueError, match="source must be"):
+        AlfWorldIngestParams.from_dict({"source": "download"})
+    with pytest.raises(ValueError, match="unknown keys"):
+        AlfWorldIngestParams.from_dict({"n_game": 3})
+
+
+def test_kalm_ingest_round_trips_npy_and_hdf5(tmp_path):
+    params = {
+        "clevr.ingest": {"env": "clevr", "n_episodes": 8, "seed": 1, "n_instructions": 2},
+        "metaworld.ingest": {
+            "env": "metaworld",
+            "tasks": ["reach"],
+            "n_per_task": 2,
+            "horizon": 40,
+        },
+    }
+    catalog = _catalog(tmp_path, params)
+    SequentialRunner().run(
+        create_pipeline().only_nodes_with_namespaces(["clevr", "metaworld"]), catalog
+    )
+    for env, action_shape in (("clevr", (8, 50)), ("metaworld", (2, 40, 4))):
+        from_npy = catalog.load(f"{env}.kalm_offline")
+        from_h5 = catalog.load(f"{env}.kalm_offline_hdf5")
+        assert from_npy["actions"].shape == action_shape
+        for key in (
+            "observations",
+            "next_observations",
+            "actions",
+            "rewards",
+            "terminals",
+            "masks",
+            "goals",
+        ):
+            np.testing.assert_array_equal(from_npy[key], from_h5[key])
+            assert from_npy[key].dtype == from_h5[key].dtype
+        assert from_h5["instructions"].tolist() == from_npy["instructions"].tolist()
+        validate_kalm_dataset(from_h5, source=f"{env} hdf5")
+        assert catalog.load(f"{env}.kalm_offline_summary")
+    data = catalog.load("clevr.kalm_offline")
+    assert data["success"].any() and not data["success"].all(), (
+        "both successes and failures are present"
+    )
+
+
+def test_a_users_file_with_a_bad_shape_is_named(tmp_path):
+    data = NpyDataset(filepath=str(tmp_path / "clevr.npy"), allow_pickle=True)
+    from leap_kalm.envs.kalm_data import generate_clevr_dataset
+
+    good = generate_clevr_dataset(3, seed=0, progress=False)
+    bad = {**good, "rewards": good["rewards"][:, :, 0]}
+    data.save(bad)
+    with pytest.raises(ValueError, match="clevr.kalm_offline.*rewards"):
+        summarize_kalm_offline_data(data.load(), {"env": "clevr"})
+    missing = {k: v for k, v in good.items() if k != "masks"}
+    with pytest.raises(ValueError, match="masks"):
+        summarize_kalm_offline_data(missing, {"env": "clevr"})

@@ -1,0 +1,214 @@
+"""Scripted privileged teacher for ALFWorld.
+
+The correction at step ``t`` is the next action of the engine planner's optimal plan
+*from the state the student actually reached* (its own actions 0..t-1 replayed in the
+engine). The reason is hint-only, as LEAP asks: it justifies the action with common
+sense (what kind of place holds what kind of object, what an appliance does, why the
+student's own action did not help) and never states a privileged fact such as where
+an unseen object is. ``realizability`` (0–100) is the ablation knob: the share of
+corrected reasons that do reveal the privileged location.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from leap_kalm.llm.parsing import match_candidate
+from leap_kalm.schemas import Correction
+
+_PURPOSE = {
+    "pick_clean_then_place_in_recep": ("clean", "cleaned", "clean it"),
+    "pick_heat_then_place_in_recep": ("hot", "heated", "heat it"),
+    "pick_cool_then_place_in_recep": ("cool", "cooled", "cool it"),
+}
+
+
+def _kind(name: str) -> str:
+    """``cabinet 3`` → ``cabinet``."""
+    return re.sub(r"\s+\d+$", "", name.strip())
+
+
+def replay_plans(game_path: str, actions: list[str]) -> list[list[str]]:
+    """The planner's optimal plan before each of ``actions``, replaying them in the engine."""
+    from leap_kalm.envs.alfworld.engine import start_engine
+    from leap_kalm.envs.alfworld.env import normalize_command
+
+    engine = start_engine(game_path, policy_commands=True)
+    try:
+        state = engine.reset()
+        plans = []
+        for action in actions:
+            plans.append(list(state.get("policy_commands") or []))
+            state, _, _ = engine.step(normalize_command(action))
+        return plans
+    finally:
+        engine.close()
+
+
+@dataclass
+class ScriptedAlfWorldTeacher:
+    """Privileged teacher for ALFWorld driven by the engine's planner.
+
+    Attributes:
+        realizability: Percentage (0–100) of corrected reasons allowed to reveal the
+            privileged location of the target object (0 = LEAP's hint-only teacher).
+    """
+
+    realizability: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.realizability <= 100:
+            raise ValueError(f"realizability must be within 0..100, got {self.realizability}")
+
+    # -- interface ---------------------------------------------------------------
+    def annotate(self, trajectory: dict[str, Any], privileged: dict[str, Any]) -> list[str]:
+        """A hint-only reason for every step of an expert trajectory."""
+        return [
+            self._reason(trajectory, privileged, t, step["action"], None)
+            for t, step in enumerate(trajectory["steps"])
+        ]
+
+    def correct(
+        self, trajectory: dict[str, Any], privileged: dict[str, Any], game_path: str
+    ) -> Correction:
+        """Correct every step of a failed student trajectory (see module docstring)."""
+        steps = trajectory["steps"]
+        plans = replay_plans(game_path, [s["action"] for s in steps])
+        corrected_steps = []
+        for t, (step, plan) in enumerate(zip(steps, plans, strict=True)):
+            best = self._admissible(plan[0], step["candidate_actions"]) if plan else None
+            original = step["action"]
+            is_corrected = best is not None and best != original
+            action = (
+                best
+                if is_corrected
+                else (original if original in step["candidate_actions"] else best or original)
+            )
+            if (
+                action not in step["candidate_actions"]
+            ):  # nothing admissible to suggest: keep the first candidate
+                action, is_corrected = step["candidate_actions"][0], True
+            reason = self._reason(
+                trajectory, privileged, t, action, original if is_corrected else None
+            )
+            corrected_steps.append(
+                {
+                    "timestep": t,
+                    "original_observation": step["observation"],
+                    "original_reason": step.get("reason", ""),
+                    "original_action": original,
+                    "corrected_reason": reason,
+                    "corrected_action": action,
+                    "is_corrected": bool(is_corrected),
+                }
+            )
+        return {
+            "game_id": trajectory["game_id"],
+            "summary": self._summary(trajectory, corrected_steps),
+            "steps": corrected_steps,
+        }
+
+    # -- reasons -----------------------------------------------------------------
+    @staticmethod
+    def _admissible(action: str, candidates: list[str]) -> str | None:
+        matched, repair, _ = match_candidate(action, candidates, fuzzy_cutoff=95)
+        return matched if repair in ("exact", "normalized", "fuzzy") else None
+
+    def _reveal(self, game_id: str, t: int) -> bool:
+        return zlib.crc32(f"{game_id}:{t}".encode()) % 100 < self.realizability
+
+    def _reason(
+        self,
+        trajectory: dict[str, Any],
+        privileged: dict[str, Any],
+        t: int,
+        action: str,
+        original: str | None,
+    ) -> str:
+        steps = trajectory["steps"]
+        seen = " ".join(s["observation"] for s in steps[: t + 1])
+        targets = [e for e in privileged.get("essential_objects", []) if e.get("role") == "target"]
+        obj = targets[0]["type"] if targets else "object"
+        purpose = _PURPOSE.get(privileged.get("task_type", ""))
+        destinations = {
+            c["name"]
+            for c in privileged.get("critical_receptacles", [])
+            if c["role"] == "destination"
+        }
+        appliances = set(privileged.get("appliances", []))
+        parts = []
+        if original is not None:
+            parts.append(self._why_not(steps, t, original))
+        parts.append(self._why(action, obj, purpose, destinations, appliances, seen))
+        if original is not None and targets and self._reveal(trajectory["game_id"], t):
+            target = targets[0]
+            parts.append(f"(Privileged: the {target['name']} is in {target['location']}.)")
+        return " ".join(p for p in parts if p)
+
+    @staticmethod
+    def _why_not(steps: list[dict[str, Any]], t: int, original: str) -> str:
+        if t > 0 and steps[t - 1]["action"] == original:
+            return f"Repeating '{original}' will only give the same result again."
+        if original not in steps[t]["candidate_actions"]:
+            return f"'{original}' is not one of the available actions, so nothing would happen."
+        if original.startswith("go to "):
+            place = original[len("go to ") :]
+            if any(f"You arrive at {place}." in s["observation"] for s in steps[:t]):
+                return f"{place} has already been checked."
+        return ""
+
+    @staticmethod
+    def _why(
+        action: str, obj: str, purpose: tuple | None, destinations: set, appliances: set, seen: str
+    ) -> str:
+        task_reminder = f"The task needs a {obj}"
+        if action.startswith("go to "):
+            place = action[len("go to ") :]
+            if place in appliances and purpose:
+                return f"{task_reminder} that is {purpose[0]}; a {_kind(place)} is what makes it {purpose[0]}, so go to {place}."
+            if place in destinations:
+                return f"{task_reminder} placed in/on a {_kind(place)}, so go to {place} once the {obj} is in hand."
+            if f"You arrive at {place}." in seen:
+                return f"{place} has been visited before but something useful may remain there, so go back to {place}."
+            return (
+                f"{task_reminder}, and it has not been found yet. A {obj} is commonly kept in or on a "
+                f"{_kind(place)}, and {place} has not been checked, so it is a sensible place to look."
+            )
+        if action.startswith("open "):
+            place = action[len("open ") :]
+            return f"{place} is closed; what is inside can only be seen after opening it."
+        if action.startswith("take "):
+            return f"This is the kind of object the task asks for ({obj}), so pick it up."
+        if action.startswith(("move ", "put ")):
+            return f"With the {obj} ready, placing it where the task asks completes the task."
+        if action.split(" ", 1)[0] in ("heat", "cool", "clean") and purpose:
+            return f"The task asks for a {purpose[0]} {obj}; {action.split(' with ')[0]} with the appliance to {purpose[2]}."
+        if action.startswith("use "):
+            return f"The task is to look at the {obj} under a light, so switch the lamp on."
+        if action.startswith("examine "):
+            return "Examining it shows what is there before deciding the next step."
+        return f"This moves the task forward: it is what the task needs next for the {obj}."
+
+    @staticmethod
+    def _summary(trajectory: dict[str, Any], corrected: list[dict[str, Any]]) -> str:
+        steps = trajectory["steps"]
+        repeats = sum(
+            1 for t in range(1, len(steps)) if steps[t]["action"] == steps[t - 1]["action"]
+        )
+        invalid = sum(1 for s in steps if s["action"] not in s["candidate_actions"])
+        took = any(s["action"].startswith("take ") for s in steps)
+        n_fixed = sum(1 for c in corrected if c["is_corrected"])
+        notes = [
+            f"{repeats} repeated actions" if repeats else "",
+            f"{invalid} invalid actions" if invalid else "",
+        ]
+        if not took:
+            notes.append("it never picked up the object the task needs")
+        detail = "; ".join(n for n in notes if n) or "it searched in an unproductive order"
+        return (
+            f"The student did not finish '{trajectory['task']}' in {len(steps)} steps: {detail}. "
+            f"{n_fixed} of {len(steps)} steps were corrected."
+        )

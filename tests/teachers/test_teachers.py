@@ -1,0 +1,191 @@
+import json
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from leap_kalm.teachers import CorrectionError, validate_correction
+from leap_kalm.teachers.alfworld import ScriptedAlfWorldTeacher
+from leap_kalm.teachers.llm import LLMTeacher, extract_json_object
+
+
+@pytest.fixture(scope="module")
+def games(tmp_path_factory):
+    from leap_kalm.envs.alfworld import generate_games, privileged_state
+
+    paths = generate_games("train", 6, seed=7, out_dir=tmp_path_factory.mktemp("teacher_games"))
+    return [(str(p), privileged_state(p)) for p in paths]
+
+
+def _student(path, n_steps=8, seed=0, policy="random"):
+    from leap_kalm.envs.alfworld import AlfWorldEnv
+
+    env = AlfWorldEnv(path, max_steps=n_steps)
+    obs, info = env.reset()
+    rng = random.Random(seed)
+    steps = []
+    for _ in range(n_steps):
+        cands = info["admissible_commands"]
+        action = rng.choice(cands) if policy == "random" else "look"
+        steps.append(
+            {"observation": obs, "candidate_actions": cands, "reason": "guess", "action": action}
+        )
+        obs, _, terminated, _, info = env.step(action)
+        if terminated:
+            break
+    env.close()
+    return {"game_id": env.game_id, "task": env.task, "task_type": env.task_type, "steps": steps}
+
+
+def test_corrections_are_always_admissible(games):
+    teacher = ScriptedAlfWorldTeacher()
+    for i, (path, privileged) in enumerate(games):
+        trajectory = _student(path, seed=i)
+        correction = teacher.correct(trajectory, privileged, path)
+        validate_correction(correction, trajectory)  # raises if any action is not a candidate
+        assert any(step["is_corrected"] for step in correction["steps"])
+        assert trajectory["task"] in correction["summary"]
+
+
+def test_first_correction_follows_the_optimal_plan(games):
+    teacher = ScriptedAlfWorldTeacher()
+    for path, privileged in games:
+        trajectory = _student(path, n_steps=3, policy="look")  # 'look' never changes the state
+        correction = teacher.correct(trajectory, privileged, path)
+        plan = privileged["optimal_actions"]
+        assert [s["corrected_action"] for s in correction["steps"]] == [plan[0]] * 3
+
+
+def test_reasons_are_hint_only_unless_the_ablation_allows(games):
+    hint_only, revealing = ScriptedAlfWorldTeacher(0), ScriptedAlfWorldTeacher(100)
+    revealed = 0
+    for i, (path, privileged) in enumerate(games):
+        trajectory = _student(path, seed=10 + i)
+        target = next(e for e in privileged["essential_objects"] if e["role"] == "target")
+        for t, step in enumerate(hint_only.correct(trajectory, privileged, path)["steps"]):
+            seen = " ".join(s["observation"] for s in trajectory["steps"][: t + 1])
+            reason = step["corrected_reason"].replace(step["corrected_action"], "")
+            assert "Privileged" not in reason
+            assert f"is in {target['location']}" not in reason
+            if target["name"] not in seen:
+                assert target["name"] not in reason, (reason, target)
+        for step in revealing.correct(trajectory, privileged, path)["steps"]:
+            if step["is_corrected"]:
+                assert (
+                    f"the {target['name']} is in {target['location']}" in step["corrected_reason"]
+                )
+                revealed += 1
+    assert revealed > 0
+    with pytest.raises(ValueError, match="realizability"):
+        ScriptedAlfWorldTeacher(150)
+
+
+def test_annotate_gives_one_reason_per_expert_step(games):
+    from leap_kalm.envs.alfworld import run_expert_episode
+
+    path, privileged = games[0]
+    expert = run_expert_episode(path, max_steps=30)
+    reasons = ScriptedAlfWorldTeacher().annotate(expert, privileged)
+    assert len(reasons) == len(expert["steps"]) and all(len(r) > 20 for r in reasons)
+
+
+def test_validate_correction_names_the_problem():
+    trajectory = {
+        "game_id": "g",
+        "steps": [{"candidate_actions": ["look"], "action": "look", "observation": "o"}],
+    }
+    good = {
+        "summary": "s",
+        "steps": [
+            {
+                "timestep": 0,
+                "original_observation": "o",
+                "original_reason": "",
+                "original_action": "look",
+                "corrected_reason": "r",
+                "corrected_action": "look",
+                "is_corrected": False,
+            }
+        ],
+    }
+    assert validate_correction(good, trajectory) is good
+    with pytest.raises(CorrectionError, match="g, step 0: corrected action 'fly'"):
+        validate_correction(
+            {**good, "steps": [{**good["steps"][0], "corrected_action": "fly"}]}, trajectory
+        )
+    with pytest.raises(CorrectionError, match="has 0 steps, trajectory 1"):
+        validate_correction({**good, "steps": []}, trajectory)
+
+
+class _ScriptedClient:
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.requests = []
+
+    def complete(self, messages, **overrides):
+        self.requests.append(messages)
+        return SimpleNamespace(text=self.replies.pop(0))
+
+
+TRAJECTORY = {
+    "game_id": "g1",
+    "task": "put a mug in sink",
+    "steps": [
+        {
+            "observation": "room",
+            "candidate_actions": ["go to shelf 1", "look"],
+            "reason": "r",
+            "action": "look",
+        },
+        {
+            "observation": "room",
+            "candidate_actions": ["go to shelf 1", "look"],
+            "reason": "r",
+            "action": "look",
+        },
+    ],
+}
+
+
+def test_llm_teacher_retries_until_the_reply_is_valid():
+    good = {
+        "summary": "keeps looking",
+        "trajectory": [
+            {
+                "timestep": 0,
+                "corrected_reason": "mugs sit on shelves",
+                "corrected_action": "Go to shelf 1.",
+            },
+            {"timestep": 1, "corrected_reason": "r", "corrected_action": "look"},
+        ],
+    }
+    client = _ScriptedClient(
+        [
+            "not json at all",
+            json.dumps({"summary": "x", "trajectory": []}),
+            "```json\n" + json.dumps(good) + "\n```",
+        ]
+    )
+    correction = LLMTeacher(client).correct(TRAJECTORY, {}, "the mug is on shelf 1")
+    assert [s["corrected_action"] for s in correction["steps"]] == ["go to shelf 1", "look"]
+    assert [s["is_corrected"] for s in correction["steps"]] == [True, False]
+    assert len(client.requests) == 3
+    assert "expected 2 trajectory entries, got 0" in client.requests[2][1]["content"]
+    assert "the mug is on shelf 1" in client.requests[0][1]["content"]
+
+
+def test_llm_teacher_gives_up_with_a_clear_error():
+    bad = json.dumps(
+        {"summary": "x", "trajectory": [{"corrected_reason": "r", "corrected_action": "fly"}] * 2}
+    )
+    with pytest.raises(
+        CorrectionError, match="no valid teacher reply after 2 attempts.*'fly' is not one of"
+    ):
+        LLMTeacher(_ScriptedClient([bad, bad]), max_attempts=2).correct(TRAJECTORY, {}, "")
+
+
+def test_llm_annotate_and_json_extraction():
+    client = _ScriptedClient(['Here: {"reasons": ["a", "b"]} done'])
+    assert LLMTeacher(client).annotate(TRAJECTORY) == ["a", "b"]
+    with pytest.raises(CorrectionError, match="no JSON object"):
+        extract_json_object("nothing here")

@@ -22,11 +22,10 @@ def pipelines():
 
 
 def _config(env: str):
+    from leap_kalm.settings import CONFIG_LOADER_ARGS
+
     loader = OmegaConfigLoader(
-        str(PROJECT / "conf"),
-        base_env="base",
-        default_run_env=env,
-        merge_strategy={"parameters": "soft"},
+        str(PROJECT / "conf"), **{**CONFIG_LOADER_ARGS, "default_run_env": env}
     )
     return loader["catalog"], loader["parameters"]
 
@@ -43,8 +42,12 @@ def test_default_pipeline_trains_nothing(pipelines):
         assert not default_nodes & {n.name for n in pipelines[stage].nodes}
 
 
+def _in_namespaces(pipeline, envs):
+    return {n for n in pipeline.nodes if n.namespace and n.namespace.split(".")[0] in envs}
+
+
 def test_compositions_contain_their_stages(pipelines):
-    for stage in (
+    leap_stages = (
         "ingest",
         "annotate",
         "privilege",
@@ -52,10 +55,21 @@ def test_compositions_contain_their_stages(pipelines):
         "train_sft",
         "train_dpo",
         "evaluate",
-    ):
-        assert set(pipelines[stage].nodes) <= set(pipelines["leap_iter"].nodes)
+    )
+    for stage in leap_stages:
+        assert _in_namespaces(pipelines[stage], {"alfworld"}) <= set(pipelines["leap_iter"].nodes)
     for stage in ("ingest", "ground_llm", "imagine", "offline_rl", "evaluate"):
-        assert set(pipelines[stage].nodes) <= set(pipelines["kalm"].nodes)
+        assert _in_namespaces(pipelines[stage], {"clevr", "metaworld"}) <= set(
+            pipelines["kalm"].nodes
+        )
+    assert not _in_namespaces(pipelines["leap_iter"], {"clevr", "metaworld"})
+    names = {n.name for n in pipelines["leap_iter"].nodes}
+    for expected in (
+        "alfworld.roll_out_student_node",
+        "alfworld.train_sft_student_node",
+        "alfworld.evaluate_student_node",
+    ):
+        assert expected in names
 
 
 def _param_exists(params: dict, dotted: str) -> bool:
@@ -91,9 +105,30 @@ def test_catalog_factories_resolve_to_our_datasets():
     catalog = DataCatalog.from_config(catalog_conf)
     assert type(catalog["alfworld.expert_logs"]).__name__ == "JSONLDataset"
     assert type(catalog["alfworld.iter2.student"]).__name__ == "ModelDirDataset"
+    assert "/iter2/" in str(catalog["alfworld.iter2.student"]._describe()["filepath"])
     assert type(catalog["clevr.kalm_offline"]).__name__ == "NpyDataset"
     assert type(catalog["clevr.kalm_offline_hdf5"]).__name__ == "HDF5Dataset"
     assert type(catalog["metaworld.policy"]).__name__ == "D3Dataset"
-    described = catalog["alfworld.iter1.rollouts"]._describe()
-    assert str(described["filepath"]).endswith("data/07_model_output/alfworld/iter1/rollouts.jsonl")
+    described = catalog["alfworld.rollouts"]._describe()
+    assert "/07_model_output/alfworld/iter" in str(described["filepath"])
     assert described["mode"] == "resume"
+
+
+def test_iteration_comes_from_runtime_params_or_the_latest_completed(tmp_path):
+    from leap_kalm.config_resolvers import leap_next_iteration
+    from leap_kalm.settings import CONFIG_LOADER_ARGS
+
+    assert leap_next_iteration(str(tmp_path)) == 0
+    for i in (0, 1):
+        (tmp_path / "08_reporting" / "alfworld" / f"iter{i}").mkdir(parents=True)
+        (tmp_path / "08_reporting" / "alfworld" / f"iter{i}" / "eval.json").write_text("{}")
+    assert leap_next_iteration(str(tmp_path)) == 2
+    loader = OmegaConfigLoader(
+        str(PROJECT / "conf"),
+        **{**CONFIG_LOADER_ARGS, "default_run_env": "local"},
+        runtime_params={"leap_iteration": 3},
+    )
+    catalog = DataCatalog.from_config(loader["catalog"])
+    assert "/iter3/rollouts.jsonl" in str(catalog["alfworld.rollouts"]._describe()["filepath"])
+    assert "/iter2/student" in str(catalog["alfworld.previous_student"]._describe()["filepath"])
+    assert loader["parameters"]["leap_iteration"] == 3

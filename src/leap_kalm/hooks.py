@@ -37,3 +37,31 @@ class SeedingHook:
         seed = int(params.get("seed", 0))
         seed_everything(seed, bool(params.get("deterministic_torch", False)))
         logger.info("Seeded random, numpy and torch with %d", seed)
+
+
+class CredentialsHook:
+    """Exposes API keys from ``conf/local/credentials.yml`` as environment variables.
+
+    An entry ``openai: {api_key: sk-...}`` becomes ``OPENAI_API_KEY`` (an entry
+    ``<name>: {api_key: ...}`` becomes ``<NAME>_API_KEY``) unless that variable is already
+    set. Keys are never logged or written to datasets; clients read them from the
+    environment.
+    """
+
+    @hook_impl
+    def after_context_created(self, context: Any) -> None:
+        try:
+            credentials = context.config_loader["credentials"]
+        except Exception:  # no credentials file is fine
+            return
+        exported = []
+        for name, entry in (credentials or {}).items():
+            if isinstance(entry, dict) and entry.get("api_key"):
+                variable = f"{str(name).upper()}_API_KEY"
+                if not os.environ.get(variable):
+                    os.environ[variable] = str(entry["api_key"])
+                    exported.append(variable)
+        if exported:
+            logger.info(
+                "API keys from credentials exported as %s (values not shown)", ", ".join(exported)
+            )

@@ -22,10 +22,20 @@ STAGES = (
 LEAP_STAGES = ("ingest", "annotate", "privilege", "correct", "train_sft", "train_dpo", "evaluate")
 KALM_STAGES = ("ingest", "ground_llm", "imagine", "offline_rl", "evaluate")
 DATA_PREP_STAGES = ("ingest", "annotate", "privilege")
+LEAP_ENVS = ("alfworld",)
+KALM_ENVS = ("clevr", "metaworld")
 
 
-def _compose(pipelines: dict[str, Pipeline], names: tuple[str, ...]) -> Pipeline:
-    return sum((pipelines[name] for name in names), Pipeline([]))
+def _compose(
+    pipelines: dict[str, Pipeline], names: tuple[str, ...], envs: tuple[str, ...] | None = None
+) -> Pipeline:
+    """Sum of stage pipelines, keeping only the nodes of the given environment namespaces."""
+    combined = sum((pipelines[name] for name in names), Pipeline([]))
+    if envs is None:
+        return combined
+    return Pipeline(
+        [n for n in combined.nodes if n.namespace and n.namespace.split(".")[0] in envs]
+    )
 
 
 def register_pipelines() -> dict[str, Pipeline]:
@@ -41,7 +51,7 @@ def register_pipelines() -> dict[str, Pipeline]:
         name: importlib.import_module(f"leap_kalm.pipelines.{name}.pipeline").create_pipeline()
         for name in STAGES
     }
-    pipelines["leap_iter"] = _compose(pipelines, LEAP_STAGES)
-    pipelines["kalm"] = _compose(pipelines, KALM_STAGES)
+    pipelines["leap_iter"] = _compose(pipelines, LEAP_STAGES, LEAP_ENVS)
+    pipelines["kalm"] = _compose(pipelines, KALM_STAGES, KALM_ENVS)
     pipelines["__default__"] = _compose(pipelines, DATA_PREP_STAGES)
     return pipelines

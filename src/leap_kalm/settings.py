@@ -2,13 +2,15 @@
 
 from kedro.config import OmegaConfigLoader
 
-from leap_kalm.hooks import SeedingHook
+from leap_kalm.config_resolvers import RESOLVERS
+from leap_kalm.hooks import CredentialsHook, SeedingHook
 
-HOOKS = (SeedingHook(),)
+HOOKS = (SeedingHook(), CredentialsHook())
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",
     "merge_strategy": {"parameters": "soft"},
+    "custom_resolvers": RESOLVERS,
 }

@@ -146,3 +146,13 @@ def test_resume_mode_with_versioning(tmp_path):
     )
     ds2.save(_producer_failing_after(99))
     assert JSONLDataset(filepath=path, version=Version(None, None)).load() == RECORDS
+
+
+def test_missing_ok_loads_an_empty_list(tmp_path):
+    assert JSONLDataset(filepath=str(tmp_path / "none.jsonl"), missing_ok=True).load() == []
+    assert (
+        JSONLDataset(
+            filepath=str(tmp_path / "v.jsonl"), missing_ok=True, version=Version(None, None)
+        ).load()
+        == []
+    )

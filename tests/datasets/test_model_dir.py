@@ -71,3 +71,23 @@ def test_bad_inputs(tmp_path):
         ModelDirDataset(filepath=str(tmp_path / "empty")).load()
     with pytest.raises(DatasetError, match="only local directories"):
         ModelDirDataset(filepath="memory://models/x")
+
+
+def test_missing_ok_skipped_and_staged(tmp_path, tiny_model_dir):
+    import shutil
+
+    assert ModelDirDataset(filepath=str(tmp_path / "none"), missing_ok=True).load() is None
+    versioned = ModelDirDataset(
+        filepath=str(tmp_path / "v"), missing_ok=True, version=Version(None, None)
+    )
+    assert versioned.load() is None
+    skipped = ModelDirDataset(filepath=str(tmp_path / "skipped"))
+    skipped.save(ModelRef(path="", kind="skipped", meta={"why": "dpo run"}))
+    assert skipped.load().kind == "skipped" and skipped.load().meta == {"why": "dpo run"}
+    staged = tmp_path / "staged_src"
+    shutil.copytree(tiny_model_dir, staged)
+    moved = ModelDirDataset(filepath=str(tmp_path / "moved"))
+    moved.save(ModelRef(path=str(staged), meta={"staged": True, "seed": 1}))
+    assert not staged.exists()
+    ref = moved.load()
+    assert ref.kind == "model" and ref.meta == {"seed": 1}

@@ -98,6 +98,7 @@ class JSONLDataset(FileDataset[Any, list[Record]]):
         *,
         filepath: str | os.PathLike,
         save_args: dict[str, Any] | None = None,
+        missing_ok: bool = False,
         version: Version | None = None,
         credentials: dict[str, Any] | None = None,
         fs_args: dict[str, Any] | None = None,
@@ -110,6 +111,7 @@ class JSONLDataset(FileDataset[Any, list[Record]]):
             fs_args=fs_args,
             metadata=metadata,
         )
+        self._missing_ok = missing_ok
         save_args = dict(save_args or {})
         self._mode = save_args.pop("mode", "overwrite")
         self._key = save_args.pop("key", None)
@@ -132,8 +134,16 @@ class JSONLDataset(FileDataset[Any, list[Record]]):
         return get_filepath_str(self._filepath, self._protocol) + ".partial"
 
     def load(self) -> list[Record]:
-        path = self._load_path()
+        """The records; ``[]`` for a missing file when ``missing_ok`` (e.g. a first iteration)."""
+        try:
+            path = self._load_path()
+        except DatasetError:  # versioned, and no version exists yet
+            if self._missing_ok:
+                return []
+            raise
         if not self._fs.exists(path):
+            if self._missing_ok:
+                return []
             raise self._missing(path)
         with self._fs.open(path, "r", encoding="utf-8") as handle:
             return parse_jsonl_lines(handle, path)

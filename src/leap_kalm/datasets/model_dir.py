@@ -26,6 +26,8 @@ def describe_model_dir(path: str) -> ModelRef:
     """Build a ``ModelRef`` for a local directory, reading what kind of model it holds."""
     meta_path = os.path.join(path, META_FILE)
     meta = json.loads(open(meta_path, encoding="utf-8").read()) if os.path.exists(meta_path) else {}
+    if meta.get("skipped"):
+        return ModelRef(path=path, kind="skipped", meta=meta.get("meta", {}))
     adapter_cfg = os.path.join(path, "adapter_config.json")
     if os.path.exists(adapter_cfg):
         base = json.loads(open(adapter_cfg, encoding="utf-8").read()).get("base_model_name_or_path")
@@ -44,6 +46,7 @@ class ModelDirDataset(FileDataset[Any, ModelRef]):
         self,
         *,
         filepath: str | os.PathLike,
+        missing_ok: bool = False,
         version: Version | None = None,
         credentials: dict[str, Any] | None = None,
         fs_args: dict[str, Any] | None = None,
@@ -56,14 +59,22 @@ class ModelDirDataset(FileDataset[Any, ModelRef]):
             fs_args=fs_args,
             metadata=metadata,
         )
+        self._missing_ok = missing_ok
         if self._protocol != "file":
             raise DatasetError(
                 f"ModelDirDataset({filepath}): only local directories are supported "
                 f"(got protocol {self._protocol!r}); sync remote models to a local path first"
             )
 
-    def load(self) -> ModelRef:
-        path = self._load_path()
+    def load(self) -> ModelRef | None:
+        try:
+            path = self._load_path()
+        except DatasetError:  # versioned, and no version exists yet
+            if self._missing_ok:
+                return None
+            raise
+        if not os.path.isdir(path) and self._missing_ok:
+            return None
         if not os.path.isdir(path):
             raise DatasetError(
                 f"ModelDirDataset: no model directory at '{path}'. Train or convert the model first."
@@ -81,9 +92,11 @@ class ModelDirDataset(FileDataset[Any, ModelRef]):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         staging = tempfile.mkdtemp(dir=os.path.dirname(path), prefix=".tmp-model-")
         try:
-            meta = self._stage(data, staging)
+            skipped = isinstance(data, ModelRef) and data.kind == "skipped"
+            marker: dict[str, Any] = {"skipped": True} if skipped else {}
+            meta = dict(data.meta) if skipped else self._stage(data, staging)
             with open(os.path.join(staging, META_FILE), "w", encoding="utf-8") as handle:
-                json.dump({"meta": meta}, handle, indent=2, default=str)
+                json.dump({**marker, "meta": meta}, handle, indent=2, default=str)
             os.rename(staging, path)  # the directory appears whole or not at all
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
@@ -99,6 +112,11 @@ class ModelDirDataset(FileDataset[Any, ModelRef]):
                 raise DatasetError(
                     f"ModelDirDataset: ModelRef points at missing directory '{data.path}'"
                 )
+            if data.meta.get("staged"):
+                for entry in os.listdir(data.path):
+                    shutil.move(os.path.join(data.path, entry), os.path.join(staging, entry))
+                shutil.rmtree(data.path, ignore_errors=True)
+                return {k: v for k, v in asdict(data)["meta"].items() if k != "staged"}
             shutil.copytree(data.path, staging, dirs_exist_ok=True)
             return {**asdict(data)["meta"], "copied_from": data.path}
         parts = data if isinstance(data, tuple | list) else [data]

@@ -320,12 +320,17 @@ def load_model(
     spec: str | ModelRef | ModelConfig | dict[str, Any],
     device: str | None = None,
     dtype: str | None = None,
+    *,
+    trainable: bool = False,
+    merge_adapter: bool = False,
 ) -> tuple[Any, Any]:
     """Load ``(model, tokenizer)`` for a registry name, directory, hub id or ``ModelRef``.
 
     A LoRA adapter (``ModelRef`` of kind ``"adapter"`` or a directory with
     ``adapter_config.json``) is loaded on top of its base model as a ``PeftModel``.
-    ``device``/``dtype`` override the config's values.
+    ``device``/``dtype`` override the config's values. ``trainable`` keeps an adapter
+    trainable (to continue training it); ``merge_adapter`` folds it into the base weights
+    (faster generation, or a new adapter on top, as DPO from an SFT student needs).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -345,7 +350,9 @@ def load_model(
         base_name = json.loads(adapter_cfg.read_text())["base_model_name_or_path"]
         base_path = resolve_model_path(base_name, config.cache_dir, config.allow_download)
         base = AutoModelForCausalLM.from_pretrained(base_path, dtype=target_dtype)
-        model = PeftModel.from_pretrained(base, path)
+        model = PeftModel.from_pretrained(base, path, is_trainable=trainable and not merge_adapter)
+        if merge_adapter:
+            model = model.merge_and_unload()
         tokenizer_dir = path if (Path(path) / "tokenizer_config.json").exists() else base_path
     else:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=target_dtype)
@@ -356,7 +363,7 @@ def load_model(
     if tokenizer.chat_template is None:
         tokenizer.chat_template = CHATML_TEMPLATE
     model.to(target_device)
-    model.eval()
+    model.train(trainable)
     return model, tokenizer
 
 

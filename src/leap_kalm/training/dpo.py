@@ -95,7 +95,12 @@ def train_dpo(
         peft_config=peft_config,
     )
     result = trainer.train()
-    trainer.save_model(output_dir)
+    trained = trainer.model
+    if isinstance(trained, PeftModel):
+        # the base may itself be a merged earlier student that exists nowhere on disk:
+        # save full weights so the result never depends on an unsaved base
+        trained = trained.merge_and_unload()
+    trained.save_pretrained(output_dir)
     tokenizer.save_pretrained(output_dir)
     metrics = {f"train/{k}": v for k, v in result.metrics.items()}
     kind = "adapter" if os.path.exists(os.path.join(output_dir, "adapter_config.json")) else "model"

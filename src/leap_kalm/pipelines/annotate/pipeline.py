@@ -1,8 +1,21 @@
-"""`annotate` pipeline."""
+"""`annotate` pipeline: a causal, hint-only reason for every expert step."""
 
-from kedro.pipeline import Pipeline
+from kedro.pipeline import Pipeline, node
+
+from leap_kalm.pipelines.annotate.nodes import annotate_expert_logs
+from leap_kalm.pipelines.leap_common_pipeline import per_leap_env
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    """No nodes yet: the stage is registered so compositions and kedro-viz see it."""
-    return Pipeline([])
+    return per_leap_env(
+        Pipeline(
+            [
+                node(
+                    annotate_expert_logs,
+                    ["expert_logs", "privileged_states", "params:teacher", "params:leap"],
+                    "annotated_logs",
+                    name="annotate_expert_logs_node",
+                )
+            ]
+        )
+    )

@@ -1,8 +1,33 @@
-"""`correct` pipeline."""
+"""`correct` pipeline: roll out the previous student, correct its failed trajectories."""
 
-from kedro.pipeline import Pipeline
+from kedro.pipeline import Pipeline, node
+
+from leap_kalm.pipelines.correct.nodes import correct_failed_rollouts, roll_out_student
+from leap_kalm.pipelines.leap_common_pipeline import per_leap_env
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    """No nodes yet: the stage is registered so compositions and kedro-viz see it."""
-    return Pipeline([])
+    return per_leap_env(
+        Pipeline(
+            [
+                node(
+                    roll_out_student,
+                    [
+                        "games",
+                        "previous_student",
+                        "params:leap",
+                        "params:model",
+                        "params:leap_iteration",
+                    ],
+                    "rollouts",
+                    name="roll_out_student_node",
+                ),
+                node(
+                    correct_failed_rollouts,
+                    ["rollouts", "privileged_states", "games", "params:teacher", "params:leap"],
+                    "corrections",
+                    name="correct_failed_rollouts_node",
+                ),
+            ]
+        )
+    )

@@ -1,8 +1,21 @@
-"""`privilege` pipeline."""
+"""`privilege` pipeline: the privileged state a teacher sees, per game."""
 
-from kedro.pipeline import Pipeline
+from kedro.pipeline import Pipeline, node
+
+from leap_kalm.pipelines.leap_common_pipeline import per_leap_env
+from leap_kalm.pipelines.privilege.nodes import compute_privileged_states
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    """No nodes yet: the stage is registered so compositions and kedro-viz see it."""
-    return Pipeline([])
+    return per_leap_env(
+        Pipeline(
+            [
+                node(
+                    compute_privileged_states,
+                    ["games", "params:leap"],
+                    "privileged_states",
+                    name="compute_privileged_states_node",
+                )
+            ]
+        )
+    )

@@ -1,8 +1,34 @@
-"""`train_dpo` pipeline."""
+"""`train_dpo` pipeline: preference pairs from corrections, then DPO of the student."""
 
-from kedro.pipeline import Pipeline
+from kedro.pipeline import Pipeline, node
+
+from leap_kalm.pipelines.leap_common_pipeline import per_leap_env
+from leap_kalm.pipelines.train_dpo.nodes import build_dpo_pairs, train_dpo_student
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    """No nodes yet: the stage is registered so compositions and kedro-viz see it."""
-    return Pipeline([])
+    return per_leap_env(
+        Pipeline(
+            [
+                node(
+                    build_dpo_pairs,
+                    ["rollouts", "corrections", "params:leap"],
+                    "dpo_pairs",
+                    name="build_dpo_pairs_node",
+                ),
+                node(
+                    train_dpo_student,
+                    [
+                        "dpo_pairs",
+                        "previous_student",
+                        "params:train_dpo",
+                        "params:leap",
+                        "params:model",
+                        "params:leap_iteration",
+                    ],
+                    "student_dpo",
+                    name="train_dpo_student_node",
+                ),
+            ]
+        )
+    )

@@ -1,8 +1,41 @@
-"""`train_sft` pipeline."""
+"""`train_sft` pipeline: DAgger-aggregated SFT records, then LoRA SFT of the student."""
 
-from kedro.pipeline import Pipeline
+from kedro.pipeline import Pipeline, node
+
+from leap_kalm.pipelines.leap_common_pipeline import per_leap_env
+from leap_kalm.pipelines.train_sft.nodes import build_sft_records, train_sft_student
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    """No nodes yet: the stage is registered so compositions and kedro-viz see it."""
-    return Pipeline([])
+    return per_leap_env(
+        Pipeline(
+            [
+                node(
+                    build_sft_records,
+                    [
+                        "annotated_logs",
+                        "rollouts",
+                        "corrections",
+                        "previous_sft_pool",
+                        "params:leap",
+                        "params:leap_iteration",
+                    ],
+                    ["sft_records", "sft_pool"],
+                    name="build_sft_records_node",
+                ),
+                node(
+                    train_sft_student,
+                    [
+                        "sft_records",
+                        "previous_student",
+                        "params:train_sft",
+                        "params:leap",
+                        "params:model",
+                        "params:leap_iteration",
+                    ],
+                    "student_sft",
+                    name="train_sft_student_node",
+                ),
+            ]
+        )
+    )

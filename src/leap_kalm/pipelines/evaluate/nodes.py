@@ -1,0 +1,141 @@
+"""`evaluate` nodes: roll the student out on held-out games and report success."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from leap_kalm.pipelines.leap_common import LeapParams, episode_specs, model_id_of
+from leap_kalm.progress import track
+from leap_kalm.schemas import ModelRef
+
+logger = logging.getLogger(__name__)
+
+SUMMARY_COLUMNS = ["iteration", "env", "split", "task_type", "success_rate", "mean_actions", "n"]
+
+
+def select_student(
+    student_sft: ModelRef, student_dpo: ModelRef, leap_params: dict[str, Any]
+) -> ModelRef:
+    """The student this iteration trained (SFT or DPO); the other one is a skipped marker."""
+    config = LeapParams.from_dict(leap_params)
+    chosen = (
+        student_sft
+        if config.train_method == "sft" or student_dpo.kind == "skipped"
+        else student_dpo
+    )
+    if chosen.kind == "skipped":
+        raise ValueError(f"no student was trained this iteration ({chosen.meta})")
+    return chosen
+
+
+def evaluate_student(
+    games: list[dict[str, Any]],
+    student: ModelRef,
+    leap_params: dict[str, Any],
+    model_params: dict[str, Any],
+    iteration: int,
+) -> Callable[[list], Iterator[dict[str, Any]]]:
+    """The student plays every game of the evaluation splits (greedy by default; resumable)."""
+    config = LeapParams.from_dict(leap_params)
+
+    def produce(done: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        from leap_kalm.llm.agent import StudentPolicy, StudentSettings, roll_out
+        from leap_kalm.llm.generation import EpisodeGenerator, SamplingParams
+        from leap_kalm.llm.models import load_model
+
+        ref = student
+        finished = {t["game_id"] for t in done}
+        specs = [
+            s
+            for split in config.eval_splits
+            for s in episode_specs(config.env, games, split, config.eval_max_steps)
+            if s.game_id not in finished
+        ]
+        model, tokenizer = load_model(ref, merge_adapter=True)
+        sampling = SamplingParams.from_dict({"seed": config.seed, **config.eval_sampling})
+        settings = StudentSettings(
+            config.env, config.history_window, config.eval_max_steps, config.batch_size
+        )
+        policy = StudentPolicy(
+            EpisodeGenerator(model, tokenizer, sampling), settings, model_id_of(ref)
+        )
+        yield from track(
+            roll_out(specs, policy, config.env, {"iteration": iteration}),
+            "evaluation",
+            total=len(specs),
+        )
+        logger.info("evaluation repairs: %s", policy.repair_counts())
+
+    return produce
+
+
+def summarize_evaluation(
+    eval_rollouts: list[dict[str, Any]], leap_params: dict[str, Any], iteration: int
+) -> dict[str, Any]:
+    """Success rate and mean #actions per split and task type (and ``all``) for one iteration."""
+    config = LeapParams.from_dict(leap_params)
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for trajectory in eval_rollouts:
+        groups[(trajectory["split"], trajectory["task_type"])].append(trajectory)
+        groups[(trajectory["split"], "all")].append(trajectory)
+    rows = []
+    for (split, task_type), trajectories in sorted(groups.items()):
+        n = len(trajectories)
+        rows.append(
+            {
+                "iteration": iteration,
+                "env": config.env,
+                "split": split,
+                "task_type": task_type,
+                "success_rate": sum(t["success"] for t in trajectories) / n,
+                "mean_actions": sum(t["num_actions"] for t in trajectories) / n,
+                "n": n,
+            }
+        )
+    repairs: dict[str, int] = defaultdict(int)
+    for trajectory in eval_rollouts:
+        for step in trajectory["steps"]:
+            repairs[step.get("repair", "exact")] += 1
+    return {
+        "iteration": iteration,
+        "env": config.env,
+        "rows": rows,
+        "action_repairs": dict(repairs),
+    }
+
+
+def report_leap_progress(
+    history: list[dict[str, Any]], evaluation: dict[str, Any]
+) -> tuple[Any, list[dict[str, Any]], Any]:
+    """Fold this iteration's results into the history; table and plot of success across iterations.
+
+    Returns:
+        ``(summary table, updated history, figure)``; a re-run of an iteration replaces its rows.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    key = (evaluation["iteration"], evaluation["env"])
+    kept = [r for r in history if (r["iteration"], r["env"]) != key]
+    rows = sorted(
+        kept + evaluation["rows"],
+        key=lambda r: (r["env"], r["iteration"], r["split"], r["task_type"]),
+    )
+    table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    figure, axis = plt.subplots(figsize=(6, 4))
+    overall = table[table["task_type"] == "all"]
+    for (env, split), part in overall.groupby(["env", "split"]):
+        axis.plot(part["iteration"], 100 * part["success_rate"], marker="o", label=f"{env} {split}")
+    axis.set_xlabel("LEAP iteration")
+    axis.set_ylabel("success rate (%)")
+    axis.set_ylim(0, 100)
+    axis.grid(alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    return table, rows, figure

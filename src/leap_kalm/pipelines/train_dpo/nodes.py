@@ -1,0 +1,62 @@
+"""`train_dpo` nodes: preference pairs from corrections, then DPO of the student."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from leap_kalm.pipelines.leap_common import LeapParams, model_id_of, staging_dir, student_ref
+from leap_kalm.schemas import ModelRef
+
+logger = logging.getLogger(__name__)
+
+
+def build_dpo_pairs(
+    rollouts: list[dict[str, Any]], corrections: list[dict[str, Any]], leap_params: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """``{prompt, chosen: corrected, rejected: original}`` for every corrected step of this iteration."""
+    from leap_kalm.llm.records import dpo_pairs_from_corrections
+
+    config = LeapParams.from_dict(leap_params)
+    pairs = dpo_pairs_from_corrections(rollouts, corrections, config.env, config.history_window)
+    logger.info("%d preference pairs from %d corrections", len(pairs), len(corrections))
+    return pairs
+
+
+def train_dpo_student(
+    dpo_pairs: list[dict[str, Any]],
+    previous_student: ModelRef | None,
+    dpo_params: dict[str, Any],
+    leap_params: dict[str, Any],
+    model_params: dict[str, Any],
+    iteration: int,
+) -> ModelRef:
+    """DPO from the previous student: its adapter is merged, a new LoRA is trained on top,
+    so the reference policy is the previous student itself.
+
+    Returns:
+        The trained adapter, or a *skipped* marker when this iteration trains with SFT
+        (always at iteration 0, which has no corrections yet).
+    """
+    config = LeapParams.from_dict(leap_params)
+    if config.train_method != "dpo" or iteration == 0:
+        why = (
+            "iteration 0 is behaviour cloning"
+            if iteration == 0
+            else f"train_method is {config.train_method}"
+        )
+        return ModelRef(path="", kind="skipped", meta={"reason": why})
+    from leap_kalm.llm.models import load_model
+    from leap_kalm.training.dpo import DPOParams, train_dpo
+
+    params = DPOParams.from_dict({"seed": config.seed + iteration, **dpo_params})
+    ref = student_ref(previous_student, model_params, iteration)
+    model, tokenizer = load_model(ref, merge_adapter=True, trainable=True)
+    result = train_dpo(model, tokenizer, dpo_pairs, params, staging_dir("dpo"))
+    meta = {
+        **result.meta,
+        "iteration": iteration,
+        "started_from": model_id_of(ref),
+        "n_pairs": len(dpo_pairs),
+    }
+    return ModelRef(path=result.path, kind=result.kind, meta={**meta, "staged": True})

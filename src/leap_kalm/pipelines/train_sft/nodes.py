@@ -1,0 +1,96 @@
+"""`train_sft` nodes: DAgger-aggregated SFT records, then LoRA SFT of the student."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from leap_kalm.pipelines.leap_common import LeapParams, model_id_of, staging_dir, student_ref
+from leap_kalm.schemas import ModelRef
+
+logger = logging.getLogger(__name__)
+
+
+def build_sft_records(
+    annotated_logs: list[dict[str, Any]],
+    rollouts: list[dict[str, Any]],
+    corrections: list[dict[str, Any]],
+    previous_pool: list[dict[str, Any]],
+    leap_params: dict[str, Any],
+    iteration: int,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """This iteration's SFT records, aggregated DAgger-style with every earlier iteration.
+
+    Iteration 0 learns from the annotated expert logs; iteration ``i ≥ 1`` from the
+    teacher's corrections of its own rollouts. The pool keeps every iteration's records;
+    training uses iterations ``0..i`` subsampled to the smallest so each weighs equally,
+    split 85/15 by trajectory.
+
+    Returns:
+        ``(records, pool)``: records carry ``split`` (train/val) and ``iteration``.
+    """
+    from leap_kalm.llm.records import (
+        aggregate_dagger,
+        sft_records_from_corrections,
+        sft_records_from_trajectories,
+        split_by_trajectory,
+    )
+
+    config = LeapParams.from_dict(leap_params)
+    if iteration == 0:
+        new = sft_records_from_trajectories(annotated_logs, config.env, config.history_window)
+    else:
+        new = sft_records_from_corrections(rollouts, corrections, config.env, config.history_window)
+    pool = [r for r in previous_pool if r["iteration"] < iteration] + [
+        {**r, "iteration": iteration} for r in new
+    ]
+    by_iteration = [[r for r in pool if r["iteration"] == i] for i in range(iteration + 1)]
+    merged = aggregate_dagger(by_iteration, seed=config.seed + iteration)
+    train, val = split_by_trajectory(merged, config.val_fraction, seed=config.seed)
+    logger.info(
+        "SFT iteration %d: %d new records, pool %d, aggregated %d (train %d / val %d)",
+        iteration,
+        len(new),
+        len(pool),
+        len(merged),
+        len(train),
+        len(val),
+    )
+    records = [{**r, "split": "train"} for r in train] + [{**r, "split": "val"} for r in val]
+    return records, pool
+
+
+def train_sft_student(
+    sft_records: list[dict[str, Any]],
+    previous_student: ModelRef | None,
+    sft_params: dict[str, Any],
+    leap_params: dict[str, Any],
+    model_params: dict[str, Any],
+    iteration: int,
+) -> ModelRef:
+    """LoRA SFT from the previous student (the base model at iteration 0), completion-only loss.
+
+    Returns:
+        The trained adapter (moved into the catalog), or a *skipped* marker when this
+        iteration trains with DPO instead.
+    """
+    config = LeapParams.from_dict(leap_params)
+    if config.train_method != "sft":
+        return ModelRef(
+            path="", kind="skipped", meta={"reason": f"train_method is {config.train_method}"}
+        )
+    from leap_kalm.llm.models import load_model
+    from leap_kalm.training.sft import SFTParams, train_sft
+
+    params = SFTParams.from_dict({"seed": config.seed + iteration, **sft_params})
+    ref = student_ref(previous_student, model_params, iteration)
+    model, tokenizer = load_model(ref, trainable=True)
+    train = [r for r in sft_records if r["split"] == "train"]
+    result = train_sft(model, tokenizer, train, params, staging_dir("sft"))
+    meta = {
+        **result.meta,
+        "iteration": iteration,
+        "started_from": model_id_of(ref),
+        "n_records": len(train),
+    }
+    return ModelRef(path=result.path, kind=result.kind, meta={**meta, "staged": True})

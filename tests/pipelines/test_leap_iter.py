@@ -1,0 +1,102 @@
+"""`kedro run --env test --pipeline=leap_iter` twice: iteration 0 (BC) then iteration 1 (LEAP)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[2]
+KEDRO = str(Path(sys.executable).with_name("kedro"))
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    work = tmp_path_factory.mktemp("leap") / "project"
+    shutil.copytree(
+        PROJECT,
+        work,
+        ignore=shutil.ignore_patterns(".venv", ".git", "data", "build", "__pycache__"),
+    )
+    (work / "data").mkdir()
+    return work
+
+
+def _run(project: Path, *extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "OMP_NUM_THREADS": "1", "CI": "true"}
+    return subprocess.run(
+        [KEDRO, "run", "--env", "test", "--pipeline", "leap_iter", *extra],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_iteration_0_then_1(project):
+    root = project / "data" / "test"
+    first = _run(project)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert (root / "08_reporting" / "alfworld" / "iter0" / "eval.json").exists()
+    assert (
+        root / "07_model_output" / "alfworld" / "iter0" / "rollouts.jsonl"
+    ).read_text() == ""  # BC only
+    records = [
+        json.loads(l) for l in (root / "05_model_input/alfworld/iter0/sft_records.jsonl").open()
+    ]
+    assert records and {r["iteration"] for r in records} == {0}
+    assert {r["split"] for r in records} == {"train", "val"}
+
+    second = _run(project)  # no --params: picks the iteration after the latest completed
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    rollouts = [
+        json.loads(l) for l in (root / "07_model_output/alfworld/iter1/rollouts.jsonl").open()
+    ]
+    assert len(rollouts) == 6 and all(r["iteration"] == 1 for r in rollouts)
+    corrections = [
+        json.loads(l) for l in (root / "07_model_output/alfworld/iter1/corrections.jsonl").open()
+    ]
+    assert len(corrections) == sum(not r["success"] for r in rollouts)
+    by_id = {r["game_id"]: r for r in rollouts}
+    for correction in corrections:
+        for step, original in zip(
+            correction["steps"], by_id[correction["game_id"]]["steps"], strict=True
+        ):
+            assert step["corrected_action"] in original["candidate_actions"]
+    pool = [json.loads(l) for l in (root / "05_model_input/alfworld/iter1/sft_pool.jsonl").open()]
+    assert {r["iteration"] for r in pool} == {0, 1}
+    meta = json.loads(
+        next(
+            (root / "06_models/alfworld/iter1/student").glob("*/student/leap_kalm_model.json")
+        ).read_text()
+    )
+    assert "iter0/student" in meta["meta"]["started_from"]
+
+    versions = sorted((root / "08_reporting" / "leap_eval_summary.csv").iterdir())
+    summary = pd.read_csv(versions[-1] / "leap_eval_summary.csv")
+    assert set(summary["iteration"]) == {0, 1}
+    assert set(summary["split"]) == {"valid_seen", "valid_unseen"}
+    assert list(summary.columns) == [
+        "iteration",
+        "env",
+        "split",
+        "task_type",
+        "success_rate",
+        "mean_actions",
+        "n",
+    ]
+    overall = summary[summary["task_type"] == "all"]
+    assert (overall["n"] == 2).all() and overall["success_rate"].between(0, 1).all()
+
+
+def test_a_later_iteration_without_its_predecessor_fails_clearly(project):
+    result = _run(project, "--params", "leap_iteration=5")
+    assert result.returncode != 0
+    assert "needs the student of iteration 4" in result.stdout + result.stderr

@@ -49,7 +49,7 @@ def test_iteration_0_then_1(project):
         root / "07_model_output" / "alfworld" / "iter0" / "rollouts.jsonl"
     ).read_text() == ""  # BC only
     records = [
-        json.loads(l) for l in (root / "05_model_input/alfworld/iter0/sft_records.jsonl").open()
+        json.loads(line) for line in (root / "05_model_input/alfworld/iter0/sft_records.jsonl").open()
     ]
     assert records and {r["iteration"] for r in records} == {0}
     assert {r["split"] for r in records} == {"train", "val"}
@@ -57,11 +57,11 @@ def test_iteration_0_then_1(project):
     second = _run(project)  # no --params: picks the iteration after the latest completed
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     rollouts = [
-        json.loads(l) for l in (root / "07_model_output/alfworld/iter1/rollouts.jsonl").open()
+        json.loads(line) for line in (root / "07_model_output/alfworld/iter1/rollouts.jsonl").open()
     ]
     assert len(rollouts) == 6 and all(r["iteration"] == 1 for r in rollouts)
     corrections = [
-        json.loads(l) for l in (root / "07_model_output/alfworld/iter1/corrections.jsonl").open()
+        json.loads(line) for line in (root / "07_model_output/alfworld/iter1/corrections.jsonl").open()
     ]
     assert len(corrections) == sum(not r["success"] for r in rollouts)
     by_id = {r["game_id"]: r for r in rollouts}
@@ -70,7 +70,7 @@ def test_iteration_0_then_1(project):
             correction["steps"], by_id[correction["game_id"]]["steps"], strict=True
         ):
             assert step["corrected_action"] in original["candidate_actions"]
-    pool = [json.loads(l) for l in (root / "05_model_input/alfworld/iter1/sft_pool.jsonl").open()]
+    pool = [json.loads(line) for line in (root / "05_model_input/alfworld/iter1/sft_pool.jsonl").open()]
     assert {r["iteration"] for r in pool} == {0, 1}
     meta = json.loads(
         next(

@@ -7,7 +7,7 @@ shapes; ARCHITECTURE.md's "Data contracts" section is the prose version.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, NotRequired, TypedDict
 
 
@@ -103,3 +103,26 @@ class ModelRef:
     kind: str = "model"
     base_model: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+class ConfigMixin:
+    """``from_dict`` for config dataclasses, d3rlpy-style: a parameters mapping (YAML) maps
+    onto the fields, and an unknown key is an error that names it. Nested config fields
+    (dataclasses) are built from nested mappings."""
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any] | None) -> Any:
+        params = dict(params or {})
+        spec = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(params) - set(spec))
+        if unknown:
+            raise ValueError(
+                f"{cls.__name__}: unknown keys {unknown}; expected some of {sorted(spec)}"
+            )
+        for name, value in params.items():
+            nested = (
+                spec[name].default_factory if spec[name].default_factory is not MISSING else None
+            )
+            if isinstance(value, dict) and nested is not None and hasattr(nested, "from_dict"):
+                params[name] = nested.from_dict(value)
+        return cls(**params)

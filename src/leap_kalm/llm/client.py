@@ -18,15 +18,17 @@ import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from leap_kalm.schemas import ConfigMixin
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class ClientParams:
+class ClientParams(ConfigMixin):
     """Settings of an OpenAI-compatible endpoint.
 
     Attributes:
@@ -56,16 +58,6 @@ class ClientParams:
     price_per_1k_prompt: float = 0.0
     price_per_1k_completion: float = 0.0
     response_format_json: bool = False
-
-    @classmethod
-    def from_dict(cls, params: dict[str, Any]) -> ClientParams:
-        known = {f.name for f in fields(cls)}
-        unknown = set(params) - known
-        if unknown:
-            raise ValueError(
-                f"client parameters: unknown keys {sorted(unknown)}; expected some of {sorted(known)}"
-            )
-        return cls(**params)
 
 
 @dataclass

@@ -14,14 +14,16 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
+
+from leap_kalm.schemas import ConfigMixin
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class SamplingParams:
+class SamplingParams(ConfigMixin):
     """Sampling settings (recorded in every output that used them).
 
     Attributes:
@@ -37,16 +39,6 @@ class SamplingParams:
     top_p: float = 1.0
     stop_after_action: bool = True
     seed: int = 0
-
-    @classmethod
-    def from_dict(cls, params: dict[str, Any]) -> SamplingParams:
-        known = {f.name for f in fields(cls)}
-        unknown = set(params) - known
-        if unknown:
-            raise ValueError(
-                f"sampling parameters: unknown keys {sorted(unknown)}; expected some of {sorted(known)}"
-            )
-        return cls(**params)
 
 
 @dataclass

@@ -20,11 +20,11 @@ import importlib.util
 import json
 import logging
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from leap_kalm.schemas import ModelRef
+from leap_kalm.schemas import ConfigMixin, ModelRef
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ system user assistant Candidate actions: Observation: Task: History: previous st
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(ConfigMixin):
     """Which model to load and where.
 
     Attributes:
@@ -95,13 +95,7 @@ class ModelConfig:
         """Build from a parameters mapping (or a bare model name); unknown keys raise."""
         if isinstance(params, str):
             return cls(name=params)
-        known = {f.name for f in fields(cls)}
-        unknown = set(params) - known
-        if unknown:
-            raise ValueError(
-                f"model parameters: unknown keys {sorted(unknown)}; expected some of {sorted(known)}"
-            )
-        return cls(**params)
+        return super().from_dict(params)
 
 
 class ModelNotAvailableError(RuntimeError):

@@ -9,28 +9,16 @@ from __future__ import annotations
 import functools
 import logging
 import tempfile
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-from leap_kalm.schemas import ModelRef
+from leap_kalm.schemas import ConfigMixin, ModelRef
 
 logger = logging.getLogger(__name__)
 
 
-def from_mapping(cls: type, params: dict[str, Any] | None, what: str) -> Any:
-    """Build a config dataclass from parameters, rejecting unknown keys by name."""
-    params = dict(params or {})
-    known = {f.name for f in fields(cls)}
-    unknown = set(params) - known
-    if unknown:
-        raise ValueError(
-            f"{what} parameters: unknown keys {sorted(unknown)}; expected some of {sorted(known)}"
-        )
-    return cls(**params)
-
-
 @dataclass
-class LeapParams:
+class LeapParams(ConfigMixin):
     """One LEAP iteration's settings (``<env>.leap`` in ``parameters_leap.yml``).
 
     Attributes:
@@ -65,18 +53,13 @@ class LeapParams:
     val_fraction: float = 0.15
     seed: int = 0
 
-    @classmethod
-    def from_dict(cls, params: dict[str, Any]) -> LeapParams:
-        config = from_mapping(cls, params, "leap")
-        if config.train_method not in ("sft", "dpo"):
-            raise ValueError(
-                f"leap.train_method must be 'sft' or 'dpo', got {config.train_method!r}"
-            )
-        return config
+    def __post_init__(self) -> None:
+        if self.train_method not in ("sft", "dpo"):
+            raise ValueError(f"leap.train_method must be 'sft' or 'dpo', got {self.train_method!r}")
 
 
 @dataclass
-class TeacherParams:
+class TeacherParams(ConfigMixin):
     """Which teacher corrects and annotates (``<env>.teacher``).
 
     Attributes:
@@ -91,12 +74,9 @@ class TeacherParams:
     client: dict[str, Any] = field(default_factory=dict)
     max_attempts: int = 3
 
-    @classmethod
-    def from_dict(cls, params: dict[str, Any]) -> TeacherParams:
-        config = from_mapping(cls, params, "teacher")
-        if config.kind not in ("scripted", "llm"):
-            raise ValueError(f"teacher.kind must be 'scripted' or 'llm', got {config.kind!r}")
-        return config
+    def __post_init__(self) -> None:
+        if self.kind not in ("scripted", "llm"):
+            raise ValueError(f"teacher.kind must be 'scripted' or 'llm', got {self.kind!r}")
 
 
 # -- environments -----------------------------------------------------------------
@@ -192,3 +172,33 @@ def model_id_of(ref: ModelRef | dict[str, Any]) -> str:
 def staging_dir(prefix: str) -> str:
     """A scratch directory for a trainer's output, moved into the catalog when the node returns."""
     return tempfile.mkdtemp(prefix=f"leap_kalm-{prefix}-")
+
+
+def run_training(
+    method: str,
+    ref: ModelRef | dict[str, Any],
+    records: list[dict[str, Any]],
+    params: Any,
+    num_processes: int,
+    load_kwargs: dict[str, Any],
+) -> ModelRef:
+    """Train in this process, or under ``accelerate launch`` when ``num_processes > 1``."""
+    from dataclasses import asdict
+
+    output_dir = staging_dir(method)
+    if num_processes > 1:
+        from leap_kalm.training.launch import launch_training
+
+        return launch_training(
+            method, ref, records, asdict(params), output_dir, num_processes, load_kwargs
+        )
+    from leap_kalm.llm.models import load_model
+
+    model, tokenizer = load_model(ref, **load_kwargs)
+    if method == "sft":
+        from leap_kalm.training.sft import train_sft
+
+        return train_sft(model, tokenizer, records, params, output_dir)
+    from leap_kalm.training.dpo import train_dpo
+
+    return train_dpo(model, tokenizer, records, params, output_dir)

@@ -7,17 +7,17 @@ Data arrives already shaped as conversational ``{prompt, completion}`` records
 from __future__ import annotations
 
 import logging
-import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-from leap_kalm.schemas import ModelRef, SFTRecord
+from leap_kalm.schemas import ConfigMixin, ModelRef, SFTRecord
+from leap_kalm.training.common import lora_config, save_trained, trainer_arguments
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class LoraParams:
+class LoraParams(ConfigMixin):
     """peft LoRA settings; ``r: 0`` means full fine-tuning."""
 
     r: int = 16
@@ -27,7 +27,7 @@ class LoraParams:
 
 
 @dataclass
-class SFTParams:
+class SFTParams(ConfigMixin):
     """Settings of one SFT run (maps 1:1 onto ``parameters_train_sft.yml``)."""
 
     max_steps: int = -1
@@ -41,19 +41,6 @@ class SFTParams:
     logging_steps: int = 1
     seed: int = 0
     lora: LoraParams = field(default_factory=LoraParams)
-
-    @classmethod
-    def from_dict(cls, params: dict[str, Any]) -> SFTParams:
-        """Build from a parameters mapping; unknown keys raise ``ValueError``."""
-        params = dict(params)
-        known = {f.name for f in fields(cls)}
-        unknown = set(params) - known
-        if unknown:
-            raise ValueError(
-                f"SFT parameters: unknown keys {sorted(unknown)}; expected some of {sorted(known)}"
-            )
-        lora = LoraParams(**params.pop("lora", {}) or {})
-        return cls(lora=lora, **params)
 
 
 def train_sft(
@@ -75,56 +62,23 @@ def train_sft(
     Returns:
         A ``ModelRef`` to the saved directory, with the training metrics in ``meta``.
     """
-    import torch
     from datasets import Dataset
-    from peft import LoraConfig, PeftModel
     from trl import SFTConfig, SFTTrainer
 
     if not records:
         raise ValueError("train_sft: no records to train on")
-    on_gpu = torch.cuda.is_available() and next(model.parameters()).is_cuda
     config = SFTConfig(
-        output_dir=output_dir,
-        max_steps=params.max_steps,
-        num_train_epochs=params.num_train_epochs,
-        learning_rate=params.learning_rate,
-        per_device_train_batch_size=params.per_device_train_batch_size,
-        gradient_accumulation_steps=params.gradient_accumulation_steps,
-        max_length=params.max_length,
-        gradient_checkpointing=params.gradient_checkpointing,
-        warmup_steps=params.warmup_steps,
-        logging_steps=params.logging_steps,
-        seed=params.seed,
-        use_cpu=not on_gpu,
-        bf16=on_gpu and torch.cuda.is_bf16_supported(),
-        save_strategy="no",
-        report_to=[],
-        ddp_find_unused_parameters=False,
+        **trainer_arguments(params, output_dir, model), warmup_steps=params.warmup_steps
     )
-    peft_config = None
-    if params.lora.r > 0 and not isinstance(model, PeftModel):
-        peft_config = LoraConfig(
-            r=params.lora.r,
-            lora_alpha=params.lora.alpha,
-            lora_dropout=params.lora.dropout,
-            target_modules=params.lora.target_modules,
-            task_type="CAUSAL_LM",
-        )
+    data = Dataset.from_list(
+        [{"prompt": r["prompt"], "completion": r["completion"]} for r in records]
+    )
     trainer = SFTTrainer(
         model=model,
         args=config,
-        train_dataset=Dataset.from_list(
-            [{"prompt": r["prompt"], "completion": r["completion"]} for r in records]
-        ),
+        train_dataset=data,
         processing_class=tokenizer,
-        peft_config=peft_config,
+        peft_config=lora_config(params, model),
     )
     result = trainer.train()
-    trainer.save_model(output_dir)
-    tokenizer.save_pretrained(output_dir)
-    metrics = {f"train/{k}": v for k, v in result.metrics.items()}
-    kind = "adapter" if os.path.exists(os.path.join(output_dir, "adapter_config.json")) else "model"
-    logger.info("SFT finished: %s", metrics)
-    return ModelRef(
-        path=os.path.abspath(output_dir), kind=kind, meta={"params": asdict(params), **metrics}
-    )
+    return save_trained(trainer, tokenizer, result, params, output_dir, merge=False)

@@ -5,27 +5,19 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from leap_kalm.schemas import ConfigMixin
 
 logger = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
 
 
-def _from_dict(cls: type, params: dict[str, Any], what: str) -> Any:
-    known = {f.name for f in fields(cls)}
-    unknown = set(params) - known
-    if unknown:
-        raise ValueError(
-            f"{what} parameters: unknown keys {sorted(unknown)}; expected some of {sorted(known)}"
-        )
-    return cls(**params)
-
-
 @dataclass
-class AlfWorldIngestParams:
+class AlfWorldIngestParams(ConfigMixin):
     """Where ALFWorld games come from and how many expert logs to record.
 
     Attributes:
@@ -46,14 +38,11 @@ class AlfWorldIngestParams:
     seed: int = 0
     expert_max_steps: int = 50
 
-    @classmethod
-    def from_dict(cls, params: dict[str, Any]) -> AlfWorldIngestParams:
-        config = _from_dict(cls, params, "alfworld ingest")
-        if config.source not in ("generated", "real"):
+    def __post_init__(self) -> None:
+        if self.source not in ("generated", "real"):
             raise ValueError(
-                f"alfworld ingest: source must be 'generated' or 'real', got {config.source!r}"
+                f"alfworld ingest: source must be 'generated' or 'real', got {self.source!r}"
             )
-        return config
 
 
 def _game_entry(path: Path, split: str) -> dict[str, Any]:
@@ -141,7 +130,7 @@ def collect_alfworld_expert_logs(
 
 
 @dataclass
-class KalmIngestParams:
+class KalmIngestParams(ConfigMixin):
     """Scripted-policy data for KALM (CLEVR-Robot or Meta-World).
 
     Attributes:
@@ -166,12 +155,9 @@ class KalmIngestParams:
     n_instructions: int = 3
     seed: int = 0
 
-    @classmethod
-    def from_dict(cls, params: dict[str, Any]) -> KalmIngestParams:
-        config = _from_dict(cls, params, "KALM ingest")
-        if config.env not in ("clevr", "metaworld"):
-            raise ValueError(f"KALM ingest: env must be 'clevr' or 'metaworld', got {config.env!r}")
-        return config
+    def __post_init__(self) -> None:
+        if self.env not in ("clevr", "metaworld"):
+            raise ValueError(f"KALM ingest: env must be 'clevr' or 'metaworld', got {self.env!r}")
 
 
 def generate_kalm_offline_data(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from leap_kalm.pipelines.leap_common import LeapParams, model_id_of, staging_dir, student_ref
+from leap_kalm.pipelines.leap_common import LeapParams, model_id_of, run_training, student_ref
 from leap_kalm.schemas import ModelRef
 
 logger = logging.getLogger(__name__)
@@ -46,13 +46,15 @@ def train_dpo_student(
             else f"train_method is {config.train_method}"
         )
         return ModelRef(path="", kind="skipped", meta={"reason": why})
-    from leap_kalm.llm.models import load_model
-    from leap_kalm.training.dpo import DPOParams, train_dpo
+    from leap_kalm.training.dpo import DPOParams
 
-    params = DPOParams.from_dict({"seed": config.seed + iteration, **dpo_params})
+    settings = dict(dpo_params)
+    num_processes = int(settings.pop("num_processes", 1))
+    params = DPOParams.from_dict({"seed": config.seed + iteration, **settings})
     ref = student_ref(previous_student, model_params, iteration)
-    model, tokenizer = load_model(ref, merge_adapter=True, trainable=True)
-    result = train_dpo(model, tokenizer, dpo_pairs, params, staging_dir("dpo"))
+    result = run_training(
+        "dpo", ref, dpo_pairs, params, num_processes, {"merge_adapter": True, "trainable": True}
+    )
     meta = {
         **result.meta,
         "iteration": iteration,

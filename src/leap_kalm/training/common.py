@@ -1,0 +1,72 @@
+"""What SFT and DPO share: trainer arguments, the LoRA config, saving the result."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import asdict
+from typing import Any
+
+from leap_kalm.schemas import ModelRef
+
+logger = logging.getLogger(__name__)
+
+
+def trainer_arguments(params: Any, output_dir: str, model: Any) -> dict[str, Any]:
+    """Keyword arguments every trl config here takes (device, precision, no checkpoints)."""
+    import torch
+
+    on_gpu = torch.cuda.is_available() and next(model.parameters()).is_cuda
+    return {
+        "output_dir": output_dir,
+        "max_steps": params.max_steps,
+        "num_train_epochs": params.num_train_epochs,
+        "learning_rate": params.learning_rate,
+        "per_device_train_batch_size": params.per_device_train_batch_size,
+        "gradient_accumulation_steps": params.gradient_accumulation_steps,
+        "max_length": params.max_length,
+        "activation_checkpointing": params.gradient_checkpointing,
+        "logging_steps": params.logging_steps,
+        "seed": params.seed,
+        "use_cpu": not on_gpu,
+        "bf16": on_gpu and torch.cuda.is_bf16_supported(),
+        "save_strategy": "no",
+        "report_to": [],
+        "ddp_find_unused_parameters": False,
+    }
+
+
+def lora_config(params: Any, model: Any) -> Any:
+    """A new LoRA adapter unless ``r`` is 0 or the model already carries one (it keeps training)."""
+    from peft import LoraConfig, PeftModel
+
+    if params.lora.r <= 0 or isinstance(model, PeftModel):
+        return None
+    return LoraConfig(
+        r=params.lora.r,
+        lora_alpha=params.lora.alpha,
+        lora_dropout=params.lora.dropout,
+        target_modules=params.lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+
+
+def save_trained(
+    trainer: Any, tokenizer: Any, result: Any, params: Any, output_dir: str, merge: bool
+) -> ModelRef:
+    """Save the trained model (rank 0 only) and describe it; ``merge`` folds a LoRA adapter in."""
+    from peft import PeftModel
+
+    if trainer.is_world_process_zero():
+        trained = trainer.model
+        if merge and isinstance(trained, PeftModel):
+            trained = trained.merge_and_unload()
+        trained.save_pretrained(output_dir)
+        tokenizer.save_pretrained(output_dir)
+    trainer.accelerator.wait_for_everyone()
+    metrics = {f"train/{k}": v for k, v in result.metrics.items()}
+    kind = "adapter" if os.path.exists(os.path.join(output_dir, "adapter_config.json")) else "model"
+    logger.info("%s finished: %s", type(trainer).__name__, metrics)
+    return ModelRef(
+        path=os.path.abspath(output_dir), kind=kind, meta={"params": asdict(params), **metrics}
+    )

@@ -1,0 +1,131 @@
+"""Run a training job in several processes with ``accelerate launch`` (GPUs, or CPU with gloo).
+
+``launch_training`` writes the job (model, records, settings) to a folder, starts
+``accelerate launch --multi_gpu --num_processes N -m leap_kalm.training.launch job.json``
+and checks both the exit code and the saved weights. Each worker asserts the world size
+it was promised, runs one thread on CPU, and tears its process group down at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from leap_kalm.schemas import ModelRef
+
+logger = logging.getLogger(__name__)
+
+
+def launch_training(
+    method: str,
+    model: ModelRef | dict[str, Any],
+    records: list[dict[str, Any]],
+    params: dict[str, Any],
+    output_dir: str,
+    num_processes: int,
+    load_kwargs: dict[str, Any] | None = None,
+    timeout: float | None = None,
+) -> ModelRef:
+    """Train with ``method`` (``sft``/``dpo``) in ``num_processes`` processes; return the saved model."""
+    import torch
+
+    if method not in ("sft", "dpo"):
+        raise ValueError(f"method must be sft or dpo, got {method!r}")
+    job_dir = Path(output_dir).with_name(Path(output_dir).name + "-job")
+    job_dir.mkdir(parents=True, exist_ok=True)
+    records_path = job_dir / "records.jsonl"
+    with records_path.open("w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record) + "\n")
+    job = {
+        "method": method,
+        "model": model.__dict__ if isinstance(model, ModelRef) else {"config": model},
+        "records": str(records_path),
+        "params": params,
+        "output_dir": str(Path(output_dir).resolve()),
+        "num_processes": num_processes,
+        "load_kwargs": load_kwargs or {},
+    }
+    job_path = job_dir / "job.json"
+    job_path.write_text(json.dumps(job, indent=2, default=str))
+    on_gpu = torch.cuda.is_available()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if not on_gpu:
+        env["ACCELERATE_USE_CPU"] = "1"
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch",
+        "--multi_gpu", "--num_processes", str(num_processes), "--num_machines", "1",
+        "--mixed_precision", "bf16" if on_gpu else "no", "--dynamo_backend", "no",
+        "--main_process_port", "0",
+        "-m", "leap_kalm.training.launch", str(job_path),
+    ]  # fmt: skip
+    logger.info(
+        "launching %s training in %d processes: %s", method, num_processes, " ".join(command)
+    )
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"{method} training under accelerate failed (exit {result.returncode}):\n{result.stderr[-4000:]}"
+        )
+    done = job_dir / "result.json"
+    if not done.exists():
+        raise RuntimeError(
+            f"{method} training exited 0 but wrote no {done}; output:\n{result.stdout[-2000:]}"
+        )
+    outcome = json.loads(done.read_text())
+    if outcome["world_size"] != num_processes:
+        raise RuntimeError(
+            f"asked for {num_processes} processes, training ran with {outcome['world_size']}"
+        )
+    weights = list(Path(output_dir).glob("*.safetensors"))
+    if not weights:
+        raise RuntimeError(f"{method} training wrote no weights into {output_dir}")
+    return ModelRef(**outcome["ref"])
+
+
+def _worker(job_path: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from leap_kalm.llm.models import load_model
+
+    job = json.loads(Path(job_path).read_text())
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size != job["num_processes"]:
+        raise SystemExit(f"expected {job['num_processes']} processes, WORLD_SIZE is {world_size}")
+    if not torch.cuda.is_available():
+        torch.set_num_threads(1)
+    spec = job["model"]
+    model_spec = spec["config"] if "config" in spec else ModelRef(**spec)
+    model, tokenizer = load_model(model_spec, device="cpu", **job["load_kwargs"])
+    records = [json.loads(line) for line in Path(job["records"]).open(encoding="utf-8")]
+    if job["method"] == "sft":
+        from leap_kalm.training.sft import SFTParams, train_sft
+
+        ref = train_sft(
+            model, tokenizer, records, SFTParams.from_dict(job["params"]), job["output_dir"]
+        )
+    else:
+        from leap_kalm.training.dpo import DPOParams, train_dpo
+
+        ref = train_dpo(
+            model, tokenizer, records, DPOParams.from_dict(job["params"]), job["output_dir"]
+        )
+    rank = int(os.environ.get("RANK", "0"))
+    if rank == 0:
+        outcome = {
+            "world_size": world_size,
+            "ref": {**ref.__dict__, "meta": {**ref.meta, "world_size": world_size}},
+        }
+        (Path(job_path).parent / "result.json").write_text(json.dumps(outcome, default=str))
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1])

@@ -100,3 +100,20 @@ def test_a_later_iteration_without_its_predecessor_fails_clearly(project):
     result = _run(project, "--params", "leap_iteration=5")
     assert result.returncode != 0
     assert "needs the student of iteration 4" in result.stdout + result.stderr
+
+
+def test_results_notebook_runs_on_the_catalog(project):
+    """notebooks/leap_results.ipynb executes against the two iterations written above."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    if not (project / "data" / "test" / "08_reporting" / "alfworld" / "iter1" / "eval.json").exists():
+        pytest.skip("needs test_iteration_0_then_1 to have run first")
+    notebook = nbformat.read(project / "notebooks" / "leap_results.ipynb", as_version=4)
+    os.environ["KEDRO_ENV"] = "test"
+    try:
+        NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(project / "notebooks")}}).execute()
+    finally:
+        os.environ.pop("KEDRO_ENV", None)
+    outputs = "".join(o.get("text", "") for cell in notebook.cells for o in cell.get("outputs", []))
+    assert "iteration 1:" in outputs and "rollouts" in outputs

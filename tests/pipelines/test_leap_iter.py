@@ -49,7 +49,8 @@ def test_iteration_0_then_1(project):
         root / "07_model_output" / "alfworld" / "iter0" / "rollouts.jsonl"
     ).read_text() == ""  # BC only
     records = [
-        json.loads(line) for line in (root / "05_model_input/alfworld/iter0/sft_records.jsonl").open()
+        json.loads(line)
+        for line in (root / "05_model_input/alfworld/iter0/sft_records.jsonl").open()
     ]
     assert records and {r["iteration"] for r in records} == {0}
     assert {r["split"] for r in records} == {"train", "val"}
@@ -61,7 +62,8 @@ def test_iteration_0_then_1(project):
     ]
     assert len(rollouts) == 6 and all(r["iteration"] == 1 for r in rollouts)
     corrections = [
-        json.loads(line) for line in (root / "07_model_output/alfworld/iter1/corrections.jsonl").open()
+        json.loads(line)
+        for line in (root / "07_model_output/alfworld/iter1/corrections.jsonl").open()
     ]
     assert len(corrections) == sum(not r["success"] for r in rollouts)
     by_id = {r["game_id"]: r for r in rollouts}
@@ -70,7 +72,9 @@ def test_iteration_0_then_1(project):
             correction["steps"], by_id[correction["game_id"]]["steps"], strict=True
         ):
             assert step["corrected_action"] in original["candidate_actions"]
-    pool = [json.loads(line) for line in (root / "05_model_input/alfworld/iter1/sft_pool.jsonl").open()]
+    pool = [
+        json.loads(line) for line in (root / "05_model_input/alfworld/iter1/sft_pool.jsonl").open()
+    ]
     assert {r["iteration"] for r in pool} == {0, 1}
     meta = json.loads(
         next(
@@ -107,12 +111,19 @@ def test_results_notebook_runs_on_the_catalog(project):
     import nbformat
     from nbclient import NotebookClient
 
-    if not (project / "data" / "test" / "08_reporting" / "alfworld" / "iter1" / "eval.json").exists():
+    if not (
+        project / "data" / "test" / "08_reporting" / "alfworld" / "iter1" / "eval.json"
+    ).exists():
         pytest.skip("needs test_iteration_0_then_1 to have run first")
     notebook = nbformat.read(project / "notebooks" / "leap_results.ipynb", as_version=4)
     os.environ["KEDRO_ENV"] = "test"
     try:
-        NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(project / "notebooks")}}).execute()
+        NotebookClient(
+            notebook,
+            timeout=300,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(project / "notebooks")}},
+        ).execute()
     finally:
         os.environ.pop("KEDRO_ENV", None)
     outputs = "".join(o.get("text", "") for cell in notebook.cells for o in cell.get("outputs", []))

@@ -51,13 +51,20 @@ def _progress(enabled: bool):
 def _noise_levels(noise: float | Sequence[float]) -> np.ndarray:
     levels = np.atleast_1d(np.asarray(noise, dtype=np.float64))
     if levels.size == 0 or np.any(levels < 0):
-        raise ValueError(f"noise must be a non-negative number or a non-empty list of them, got {noise!r}")
+        raise ValueError(
+            f"noise must be a non-negative number or a non-empty list of them, got {noise!r}"
+        )
     return levels
 
 
-def _empty_arrays(n: int, horizon: int, obs_dim: int, goal_dim: int, action_dim: int | None) -> dict[str, np.ndarray]:
-    actions = (np.zeros((n, horizon), dtype=np.int32) if action_dim is None
-               else np.zeros((n, horizon, action_dim), dtype=np.float32))
+def _empty_arrays(
+    n: int, horizon: int, obs_dim: int, goal_dim: int, action_dim: int | None
+) -> dict[str, np.ndarray]:
+    actions = (
+        np.zeros((n, horizon), dtype=np.int32)
+        if action_dim is None
+        else np.zeros((n, horizon, action_dim), dtype=np.float32)
+    )
     return {
         "observations": np.zeros((n, horizon, obs_dim), dtype=np.float32),
         "next_observations": np.zeros((n, horizon, obs_dim), dtype=np.float32),
@@ -67,6 +74,25 @@ def _empty_arrays(n: int, horizon: int, obs_dim: int, goal_dim: int, action_dim:
         "masks": np.zeros((n, horizon), dtype=np.int32),
         "goals": np.zeros((n, horizon, goal_dim), dtype=np.float32),
     }
+
+
+def _record_episode(
+    env: Any, act: Any, obs: np.ndarray, out: dict[str, np.ndarray], i: int, horizon: int
+) -> bool:
+    """Play one episode from ``obs`` into row ``i`` of KALM's arrays; return whether it succeeded."""
+    for t in range(horizon):
+        action = act(obs)
+        next_obs, reward, terminated, truncated, step_info = env.step(action)
+        out["observations"][i, t] = obs
+        out["next_observations"][i, t] = next_obs
+        out["actions"][i, t] = action
+        out["rewards"][i, t, 0] = reward
+        out["terminals"][i, t, 0] = bool(step_info["success"])
+        out["masks"][i, t] = 1
+        obs = next_obs
+        if terminated or truncated:
+            return bool(step_info["success"])
+    return False
 
 
 def _as_str_array(rows: list[list[str]]) -> np.ndarray:
@@ -123,23 +149,15 @@ def generate_clevr_dataset(
         task = bar.add_task(f"CLEVR {level} episodes", total=n_episodes)
         for i in range(n_episodes):
             obs, info = env.reset(seed=int(env_seeds[i]))
-            policy = ScriptedClevrPolicy(level, noise=float(eps_noise[i]), seed=int(policy_seeds[i]))
+            policy = ScriptedClevrPolicy(
+                level, noise=float(eps_noise[i]), seed=int(policy_seeds[i])
+            )
             goal = info["goal"]
             out["goals"][i] = goal
             instructions.append(info["instructions"])
-            for t in range(horizon):
-                action = policy(obs, goal)
-                next_obs, reward, terminated, truncated, step_info = env.step(action)
-                out["observations"][i, t] = obs
-                out["next_observations"][i, t] = next_obs
-                out["actions"][i, t] = action
-                out["rewards"][i, t, 0] = reward
-                out["terminals"][i, t, 0] = bool(step_info["success"])
-                out["masks"][i, t] = 1
-                obs = next_obs
-                if terminated or truncated:
-                    success[i] = bool(step_info["success"])
-                    break
+            success[i] = _record_episode(
+                env, lambda o, p=policy, g=goal: p(o, g), obs, out, i, horizon
+            )
             bar.advance(task)
     out["instructions"] = _as_str_array(instructions)
     logger.info("CLEVR %s: %d episodes, success rate %.3f", level, n_episodes, success.mean())
@@ -153,8 +171,14 @@ def generate_clevr_dataset(
         level=level,
         success=success,
         noise=eps_noise.astype(np.float32),
-        generator={"env": "clevr_robot", "policy": "ScriptedClevrPolicy", "seed": int(seed),
-                   "noise_levels": levels.tolist(), "horizon": int(horizon), "level": level},
+        generator={
+            "env": "clevr_robot",
+            "policy": "ScriptedClevrPolicy",
+            "seed": int(seed),
+            "noise_levels": levels.tolist(),
+            "horizon": int(horizon),
+            "level": level,
+        },
     )
     return out
 
@@ -217,31 +241,26 @@ def generate_metaworld_dataset(
             env = MetaWorldTaskEnv(task, level=level, max_episode_steps=horizon)
             pool = env.instructions
             for _ in range(n_per_task):
-                policy = ScriptedMetaWorldPolicy(env.task, noise_std=noise_std,
-                                                 random_action_prob=float(eps_noise[i]),
-                                                 seed=int(rng.integers(2**31 - 1)))
+                policy = ScriptedMetaWorldPolicy(
+                    env.task,
+                    noise_std=noise_std,
+                    random_action_prob=float(eps_noise[i]),
+                    seed=int(rng.integers(2**31 - 1)),
+                )
                 obs, info = env.reset(seed=int(rng.integers(2**31 - 1)))
-                picks = rng.choice(len(pool), size=n_instructions, replace=n_instructions > len(pool))
+                picks = rng.choice(
+                    len(pool), size=n_instructions, replace=n_instructions > len(pool)
+                )
                 instructions.append([pool[j] for j in picks])
                 names.append(env.task)
                 out["goals"][i] = info["goal"]
-                for t in range(horizon):
-                    action = policy(obs)
-                    next_obs, reward, terminated, truncated, step_info = env.step(action)
-                    out["observations"][i, t] = obs
-                    out["next_observations"][i, t] = next_obs
-                    out["actions"][i, t] = action
-                    out["rewards"][i, t, 0] = reward
-                    out["terminals"][i, t, 0] = bool(step_info["success"])
-                    out["masks"][i, t] = 1
-                    obs = next_obs
-                    if terminated or truncated:
-                        success[i] = bool(step_info["success"])
-                        break
+                success[i] = _record_episode(env, policy, obs, out, i, horizon)
                 i += 1
                 bar.advance(job)
     out["instructions"] = _as_str_array(instructions)
-    logger.info("Meta-World: %d episodes over %d tasks, success rate %.3f", n, len(tasks), success.mean())
+    logger.info(
+        "Meta-World: %d episodes over %d tasks, success rate %.3f", n, len(tasks), success.mean()
+    )
     out.update(
         num_trajectories=n,
         observation_type="continuous",
@@ -252,10 +271,16 @@ def generate_metaworld_dataset(
         level=level,
         success=success,
         noise=eps_noise.astype(np.float32),
-        generator={"env": "metaworld-v3", "policy": "metaworld.policies + noise",
-                   "seed": int(seed), "noise_levels": levels.tolist(),
-                   "noise_std": float(noise_std), "horizon": int(horizon),
-                   "level": level, "tasks": [str(t) for t in tasks]},
+        generator={
+            "env": "metaworld-v3",
+            "policy": "metaworld.policies + noise",
+            "seed": int(seed),
+            "noise_levels": levels.tolist(),
+            "noise_std": float(noise_std),
+            "horizon": int(horizon),
+            "level": level,
+            "tasks": [str(t) for t in tasks],
+        },
     )
     return out
 
@@ -303,10 +328,16 @@ def validate_kalm_dataset(data: Mapping[str, Any], source: str) -> dict[str, Any
     if obs.dtype != np.float32:
         _fail(source, f"key 'observations' has dtype {obs.dtype}, expected float32")
     if arr["next_observations"].shape != obs.shape:
-        _fail(source, f"key 'next_observations' has shape {arr['next_observations'].shape}, "
-                      f"expected {obs.shape} like 'observations'")
+        _fail(
+            source,
+            f"key 'next_observations' has shape {arr['next_observations'].shape}, "
+            f"expected {obs.shape} like 'observations'",
+        )
     if arr["next_observations"].dtype != np.float32:
-        _fail(source, f"key 'next_observations' has dtype {arr['next_observations'].dtype}, expected float32")
+        _fail(
+            source,
+            f"key 'next_observations' has dtype {arr['next_observations'].dtype}, expected float32",
+        )
 
     act = arr["actions"]
     if act.ndim == 2 and np.issubdtype(act.dtype, np.integer):
@@ -314,10 +345,15 @@ def validate_kalm_dataset(data: Mapping[str, Any], source: str) -> dict[str, Any
     elif act.ndim == 3 and np.issubdtype(act.dtype, np.floating):
         action_type, action_dim = "continuous", act.shape[2]
     else:
-        _fail(source, f"key 'actions' has shape {act.shape} and dtype {act.dtype}, expected "
-                      "(N, T) integer (discrete) or (N, T, A) float (continuous)")
+        _fail(
+            source,
+            f"key 'actions' has shape {act.shape} and dtype {act.dtype}, expected "
+            "(N, T) integer (discrete) or (N, T, A) float (continuous)",
+        )
     if act.shape[:2] != (n, horizon):
-        _fail(source, f"key 'actions' has shape {act.shape}, expected leading (N, T) = {(n, horizon)}")
+        _fail(
+            source, f"key 'actions' has shape {act.shape}, expected leading (N, T) = {(n, horizon)}"
+        )
 
     expected = {"rewards": (n, horizon, 1), "terminals": (n, horizon, 1), "masks": (n, horizon)}
     for key, shape in expected.items():
@@ -335,14 +371,20 @@ def validate_kalm_dataset(data: Mapping[str, Any], source: str) -> dict[str, Any
 
     want("goals", 3, "(N, T, G)")
     if arr["goals"].shape[:2] != (n, horizon):
-        _fail(source, f"key 'goals' has shape {arr['goals'].shape}, expected leading (N, T) = {(n, horizon)}")
+        _fail(
+            source,
+            f"key 'goals' has shape {arr['goals'].shape}, expected leading (N, T) = {(n, horizon)}",
+        )
     if not np.issubdtype(arr["goals"].dtype, np.number):
         _fail(source, f"key 'goals' has dtype {arr['goals'].dtype}, expected a numeric dtype")
 
     inst = arr["instructions"]
     if inst.ndim != 2 or inst.shape[0] != n:
         _fail(source, f"key 'instructions' has shape {inst.shape}, expected (N, K) with N = {n}")
-    if not (inst.dtype.kind == "U" or (inst.dtype == object and all(isinstance(s, str) for s in inst.ravel()))):
+    if not (
+        inst.dtype.kind == "U"
+        or (inst.dtype == object and all(isinstance(s, str) for s in inst.ravel()))
+    ):
         _fail(source, f"key 'instructions' has dtype {inst.dtype}, expected strings")
     if inst.shape[1] == 0 or any(not str(s).strip() for s in inst.ravel()):
         _fail(source, "key 'instructions' holds an empty instruction list or string")
@@ -369,8 +411,11 @@ def validate_kalm_dataset(data: Mapping[str, Any], source: str) -> dict[str, Any
     if chain.any():
         gap = np.abs(arr["next_observations"][:, :-1] - obs[:, 1:]).max(axis=-1)[chain]
         if gap.max() > 1e-4:
-            _fail(source, "keys 'next_observations'/'observations' do not chain: "
-                          f"next_observations[t] differs from observations[t+1] by {gap.max():.3g}")
+            _fail(
+                source,
+                "keys 'next_observations'/'observations' do not chain: "
+                f"next_observations[t] differs from observations[t+1] by {gap.max():.3g}",
+            )
     if action_type == "discrete" and (act[valid] < 0).any():
         _fail(source, "key 'actions' holds negative discrete actions")
 

@@ -4,12 +4,38 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from leap_kalm.schemas import ModelRef
+from leap_kalm.schemas import ConfigMixin, ModelRef
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LoraParams(ConfigMixin):
+    """peft LoRA settings; ``r: 0`` means full fine-tuning."""
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: list[str] | str = "all-linear"
+
+
+@dataclass
+class TrainParams(ConfigMixin):
+    """Settings every trainer here shares (SFT and DPO add their own)."""
+
+    max_steps: int = -1
+    num_train_epochs: float = 1.0
+    learning_rate: float = 2e-4
+    per_device_train_batch_size: int = 4
+    gradient_accumulation_steps: int = 1
+    max_length: int | None = 1024
+    gradient_checkpointing: bool = False
+    logging_steps: int = 1
+    seed: int = 0
+    lora: LoraParams = field(default_factory=LoraParams)
 
 
 def trainer_arguments(params: Any, output_dir: str, model: Any) -> dict[str, Any]:

@@ -8,31 +8,23 @@ student's original step.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from leap_kalm.schemas import ConfigMixin, ModelRef, PreferencePair
-from leap_kalm.training.common import lora_config, save_trained, trainer_arguments
-from leap_kalm.training.sft import LoraParams
+from leap_kalm.schemas import ModelRef, PreferencePair
+from leap_kalm.training.common import TrainParams, lora_config, save_trained, trainer_arguments
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class DPOParams(ConfigMixin):
-    """Settings of one DPO run (maps onto ``parameters_train_dpo.yml``)."""
+class DPOParams(TrainParams):
+    """Settings of one DPO run (maps onto ``parameters_train_dpo.yml``); DPO's usual small
+    learning rate and batch."""
 
-    max_steps: int = -1
-    num_train_epochs: float = 1.0
     learning_rate: float = 1e-6
-    beta: float = 0.1
     per_device_train_batch_size: int = 2
-    gradient_accumulation_steps: int = 1
-    max_length: int | None = 1024
-    gradient_checkpointing: bool = False
-    logging_steps: int = 1
-    seed: int = 0
-    lora: LoraParams = field(default_factory=LoraParams)
+    beta: float = 0.1
 
 
 def train_dpo(

@@ -7,40 +7,28 @@ Data arrives already shaped as conversational ``{prompt, completion}`` records
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from leap_kalm.schemas import ConfigMixin, ModelRef, SFTRecord
-from leap_kalm.training.common import lora_config, save_trained, trainer_arguments
+from leap_kalm.schemas import ModelRef, SFTRecord
+from leap_kalm.training.common import (
+    LoraParams,
+    TrainParams,
+    lora_config,
+    save_trained,
+    trainer_arguments,
+)
+
+__all__ = ["LoraParams", "SFTParams", "train_sft"]
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class LoraParams(ConfigMixin):
-    """peft LoRA settings; ``r: 0`` means full fine-tuning."""
-
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.05
-    target_modules: list[str] | str = "all-linear"
-
-
-@dataclass
-class SFTParams(ConfigMixin):
+class SFTParams(TrainParams):
     """Settings of one SFT run (maps 1:1 onto ``parameters_train_sft.yml``)."""
 
-    max_steps: int = -1
-    num_train_epochs: float = 1.0
-    learning_rate: float = 2e-4
-    per_device_train_batch_size: int = 4
-    gradient_accumulation_steps: int = 1
-    max_length: int | None = 1024
-    gradient_checkpointing: bool = False
     warmup_steps: int = 0
-    logging_steps: int = 1
-    seed: int = 0
-    lora: LoraParams = field(default_factory=LoraParams)
 
 
 def train_sft(

@@ -150,6 +150,8 @@ class ScriptedAlfWorldTeacher:
 
     @staticmethod
     def _why_not(steps: list[dict[str, Any]], t: int, original: str) -> str:
+        if not original.strip():
+            return "An answer without an action does nothing; always pick one of the candidate actions."
         if t > 0 and steps[t - 1]["action"] == original:
             return f"Repeating '{original}' will only give the same result again."
         if original not in steps[t]["candidate_actions"]:

@@ -100,6 +100,31 @@ def test_iteration_0_then_1(project):
     assert (overall["n"] == 2).all() and overall["success_rate"].between(0, 1).all()
 
 
+def test_dpo_iterations(tmp_path):
+    """train_method: dpo — iteration 0 is still behaviour cloning, iteration 1 trains on preference pairs."""
+    work = tmp_path / "project"
+    shutil.copytree(
+        PROJECT,
+        work,
+        ignore=shutil.ignore_patterns(".venv", ".git", "data", "build", "__pycache__"),
+    )
+    (work / "data").mkdir()
+    for _ in range(2):
+        result = _run(work, "--params", "alfworld.leap.train_method=dpo")
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    root = work / "data" / "test"
+    pairs = [
+        json.loads(line) for line in (root / "05_model_input/alfworld/iter1/dpo_pairs.jsonl").open()
+    ]
+    assert pairs and all(p["chosen"] != p["rejected"] for p in pairs)
+    meta_files = list(
+        (root / "06_models/alfworld/iter1/student").glob("*/student/leap_kalm_model.json")
+    )
+    meta = json.loads(meta_files[0].read_text())["meta"]
+    assert "beta" in meta["params"] and meta["n_records"] == len(pairs)
+    assert "iter0/student" in meta["started_from"]
+
+
 def test_a_later_iteration_without_its_predecessor_fails_clearly(project):
     result = _run(project, "--params", "leap_iteration=5")
     assert result.returncode != 0

@@ -42,6 +42,15 @@ def test_the_method_not_chosen_is_skipped_and_selection_picks_the_trained_one():
         train_sft_student([], None, {}, {"train_method": "ppo"}, {}, 0)
 
 
+def test_iteration_0_is_behaviour_cloning_even_when_dpo_is_chosen(tiny_model_dir):
+    params = {"max_steps": 1, "per_device_train_batch_size": 2, "lora": {"r": 2, "alpha": 4}}
+    leap = {"train_method": "dpo"}
+    sft = train_sft_student(SFT_RECORDS, None, params, leap, {"name": tiny_model_dir}, 0)
+    dpo = train_dpo_student([], None, {}, leap, {"name": tiny_model_dir}, 0)
+    assert sft.kind == "adapter" and dpo.kind == "skipped"
+    assert select_student(sft, dpo, leap) is sft
+
+
 def test_iteration_one_needs_the_previous_student():
     with pytest.raises(FileNotFoundError, match="needs the student of iteration 0"):
         train_sft_student(

@@ -202,3 +202,37 @@ def run_training(
     from leap_kalm.training.dpo import train_dpo
 
     return train_dpo(model, tokenizer, records, params, output_dir)
+
+
+def train_student(
+    method: str,
+    records: list[dict[str, Any]],
+    previous_student: ModelRef | None,
+    settings: dict[str, Any],
+    config: LeapParams,
+    model_params: dict[str, Any],
+    iteration: int,
+    load_kwargs: dict[str, Any],
+) -> ModelRef:
+    """Train this iteration's student with ``method`` from the model the iteration starts from.
+
+    ``settings`` are the trainer's parameters plus ``num_processes``; the result is staged
+    (moved into the catalog) and records where it started and on how many records.
+    """
+    from leap_kalm.training.dpo import DPOParams
+    from leap_kalm.training.sft import SFTParams
+
+    settings = dict(settings)
+    num_processes = int(settings.pop("num_processes", 1))
+    params_class = SFTParams if method == "sft" else DPOParams
+    params = params_class.from_dict({"seed": config.seed + iteration, **settings})
+    ref = student_ref(previous_student, model_params, iteration)
+    result = run_training(method, ref, records, params, num_processes, load_kwargs)
+    meta = {
+        **result.meta,
+        "iteration": iteration,
+        "started_from": model_id_of(ref),
+        "n_records": len(records),
+        "staged": True,
+    }
+    return ModelRef(path=result.path, kind=result.kind, meta=meta)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from leap_kalm.pipelines.leap_common import LeapParams, model_id_of, run_training, student_ref
+from leap_kalm.pipelines.leap_common import LeapParams, train_student
 from leap_kalm.schemas import ModelRef
 
 logger = logging.getLogger(__name__)
@@ -46,19 +46,7 @@ def train_dpo_student(
             else f"train_method is {config.train_method}"
         )
         return ModelRef(path="", kind="skipped", meta={"reason": why})
-    from leap_kalm.training.dpo import DPOParams
-
-    settings = dict(dpo_params)
-    num_processes = int(settings.pop("num_processes", 1))
-    params = DPOParams.from_dict({"seed": config.seed + iteration, **settings})
-    ref = student_ref(previous_student, model_params, iteration)
-    result = run_training(
-        "dpo", ref, dpo_pairs, params, num_processes, {"merge_adapter": True, "trainable": True}
+    load_kwargs = {"merge_adapter": True, "trainable": True}
+    return train_student(
+        "dpo", dpo_pairs, previous_student, dpo_params, config, model_params, iteration, load_kwargs
     )
-    meta = {
-        **result.meta,
-        "iteration": iteration,
-        "started_from": model_id_of(ref),
-        "n_pairs": len(dpo_pairs),
-    }
-    return ModelRef(path=result.path, kind=result.kind, meta={**meta, "staged": True})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from leap_kalm.pipelines.leap_common import LeapParams, model_id_of, run_training, student_ref
+from leap_kalm.pipelines.leap_common import LeapParams, train_student
 from leap_kalm.schemas import ModelRef
 
 logger = logging.getLogger(__name__)
@@ -72,26 +72,22 @@ def train_sft_student(
 
     Returns:
         The trained adapter (moved into the catalog), or a *skipped* marker when this
-        iteration trains with DPO instead. ``num_processes > 1`` in the SFT parameters
+        iteration trains with DPO instead (iteration 0 is always behaviour cloning with SFT). ``num_processes > 1`` in the SFT parameters
         trains under ``accelerate launch`` (several GPUs, or CPU processes with gloo).
     """
     config = LeapParams.from_dict(leap_params)
-    if config.train_method != "sft":
+    if config.train_method != "sft" and iteration > 0:
         return ModelRef(
             path="", kind="skipped", meta={"reason": f"train_method is {config.train_method}"}
         )
-    from leap_kalm.training.sft import SFTParams
-
-    settings = dict(sft_params)
-    num_processes = int(settings.pop("num_processes", 1))
-    params = SFTParams.from_dict({"seed": config.seed + iteration, **settings})
-    ref = student_ref(previous_student, model_params, iteration)
     train = [r for r in sft_records if r["split"] == "train"]
-    result = run_training("sft", ref, train, params, num_processes, {"trainable": True})
-    meta = {
-        **result.meta,
-        "iteration": iteration,
-        "started_from": model_id_of(ref),
-        "n_records": len(train),
-    }
-    return ModelRef(path=result.path, kind=result.kind, meta={**meta, "staged": True})
+    return train_student(
+        "sft",
+        train,
+        previous_student,
+        sft_params,
+        config,
+        model_params,
+        iteration,
+        {"trainable": True},
+    )

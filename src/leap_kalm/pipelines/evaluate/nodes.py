@@ -132,6 +132,9 @@ def report_leap_progress(
     overall = table[table["task_type"] == "all"]
     for (env, split), part in overall.groupby(["env", "split"]):
         axis.plot(part["iteration"], 100 * part["success_rate"], marker="o", label=f"{env} {split}")
+    from matplotlib.ticker import MaxNLocator
+
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     axis.set_xlabel("LEAP iteration")
     axis.set_ylabel("success rate (%)")
     axis.set_ylim(0, 100)

@@ -2,21 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
-PROJECT = Path(__file__).resolve().parents[1]
-KEDRO = str(Path(sys.executable).with_name("kedro"))
-
-
-def _kedro(*args: str, cwd: Path = PROJECT, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"}
-    return subprocess.run(
-        [KEDRO, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
+from tests.helpers import copy_project
+from tests.helpers import run_kedro as _kedro
 
 
 def test_registry_list():
@@ -33,13 +20,7 @@ def test_catalog_patterns_resolve():
 
 
 def test_viz_build_writes_a_site(tmp_path):
-    work = tmp_path / "project"
-    shutil.copytree(
-        PROJECT,
-        work,
-        ignore=shutil.ignore_patterns(".venv", ".git", "data", "*.pyc", "__pycache__"),
-    )
-    (work / "data").mkdir()
+    work = copy_project(tmp_path / "project")
     result = _kedro("viz", "build", cwd=work, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     site = work / "build"

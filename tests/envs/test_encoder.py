@@ -21,8 +21,11 @@ def test_model_dir_comes_from_the_package() -> None:
 
 
 def test_encode_shape_dtype_and_cache(encoder: InstructionEncoder) -> None:
-    texts = ["Push the red ball behind the blue ball", "Open the door.",
-             "Push the red ball behind the blue ball"]
+    texts = [
+        "Push the red ball behind the blue ball",
+        "Open the door.",
+        "Push the red ball behind the blue ball",
+    ]
     before = encoder.n_encoded
     out = encoder.encode(texts)
     assert out.shape == (3, 384) and out.dtype == np.float32
@@ -38,9 +41,13 @@ def test_encode_shape_dtype_and_cache(encoder: InstructionEncoder) -> None:
 
 
 def test_similar_instructions_are_closer(encoder: InstructionEncoder) -> None:
-    a, b, c = encoder.encode(["Push the red ball to the left of the blue ball",
-                              "Move the red ball left of the blue ball",
-                              "Turn the faucet on."])
+    a, b, c = encoder.encode(
+        [
+            "Push the red ball to the left of the blue ball",
+            "Move the red ball left of the blue ball",
+            "Turn the faucet on.",
+        ]
+    )
     cos = lambda x, y: float(x @ y / np.linalg.norm(x) / np.linalg.norm(y))  # noqa: E731
     assert cos(a, b) > cos(a, c)
 

@@ -15,13 +15,16 @@ from leap_kalm.schemas import KALM_KEYS
 
 @pytest.fixture(scope="module")
 def clevr() -> dict:
-    return generate_clevr_dataset(24, seed=0, level="real", horizon=50, n_instructions=5, progress=False)
+    return generate_clevr_dataset(
+        24, seed=0, level="real", horizon=50, n_instructions=5, progress=False
+    )
 
 
 @pytest.fixture(scope="module")
 def metaworld() -> dict:
-    return generate_metaworld_dataset(["reach", "button-press-v3"], 3, seed=0, horizon=120,
-                                      noise=(0.0, 0.9), progress=False)
+    return generate_metaworld_dataset(
+        ["reach", "button-press-v3"], 3, seed=0, horizon=120, noise=(0.0, 0.9), progress=False
+    )
 
 
 def test_clevr_arrays_follow_kalm(clevr: dict) -> None:
@@ -53,7 +56,9 @@ def test_clevr_generation_is_seeded() -> None:
 
 @pytest.mark.parametrize("level", ["rephrase", "easy", "hard"])
 def test_clevr_other_levels_validate(level: str) -> None:
-    data = generate_clevr_dataset(4, seed=1, level=level, horizon=20, n_instructions=3, progress=False)
+    data = generate_clevr_dataset(
+        4, seed=1, level=level, horizon=20, n_instructions=3, progress=False
+    )
     summary = validate_kalm_dataset(data, level)
     assert summary["goal_dim"] == (24 if level == "hard" else 6)
     if level == "easy":
@@ -67,7 +72,9 @@ def test_metaworld_arrays_follow_kalm(metaworld: dict) -> None:
     assert metaworld["actions"].dtype == np.float32 and metaworld["actions"].shape == (6, 120, 4)
     assert list(metaworld["env_names"]) == ["reach-v3"] * 3 + ["button-press-v3"] * 3
     assert metaworld["success"][metaworld["noise"] == 0.0].all()
-    np.testing.assert_allclose(metaworld["goals"][:, 0], metaworld["observations"][:, 0, -3:], atol=1e-6)
+    np.testing.assert_allclose(
+        metaworld["goals"][:, 0], metaworld["observations"][:, 0, -3:], atol=1e-6
+    )
 
 
 def _copy(data: dict) -> dict:

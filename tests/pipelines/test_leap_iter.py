@@ -4,39 +4,32 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-PROJECT = Path(__file__).resolve().parents[2]
-KEDRO = str(Path(sys.executable).with_name("kedro"))
+from tests.helpers import copy_project, run_kedro
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    work = tmp_path_factory.mktemp("leap") / "project"
-    shutil.copytree(
-        PROJECT,
-        work,
-        ignore=shutil.ignore_patterns(".venv", ".git", "data", "build", "__pycache__"),
-    )
-    (work / "data").mkdir()
-    return work
+    return copy_project(tmp_path_factory.mktemp("leap") / "project")
 
 
 def _run(project: Path, *extra: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "OMP_NUM_THREADS": "1", "CI": "true"}
-    return subprocess.run(
-        [KEDRO, "run", "--env", "test", "--pipeline", "leap_iter", *extra],
+    return run_kedro(
+        "run",
+        "--env",
+        "test",
+        "--pipeline",
+        "leap_iter",
+        *extra,
         cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
         timeout=600,
+        OMP_NUM_THREADS="1",
+        CI="true",
     )
 
 
@@ -102,13 +95,7 @@ def test_iteration_0_then_1(project):
 
 def test_dpo_iterations(tmp_path):
     """train_method: dpo — iteration 0 is still behaviour cloning, iteration 1 trains on preference pairs."""
-    work = tmp_path / "project"
-    shutil.copytree(
-        PROJECT,
-        work,
-        ignore=shutil.ignore_patterns(".venv", ".git", "data", "build", "__pycache__"),
-    )
-    (work / "data").mkdir()
+    work = copy_project(tmp_path / "project")
     for _ in range(2):
         result = _run(work, "--params", "alfworld.leap.train_method=dpo")
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -14,8 +14,15 @@ def test_sft_in_two_cpu_processes(tiny_model_dir, tmp_path):
     from leap_kalm.llm.models import load_model
 
     out = tmp_path / "sft"
-    params = {"max_steps": 2, "learning_rate": 1e-2, "per_device_train_batch_size": 2, "lora": {"r": 0}}
-    ref = launch_training("sft", {"name": tiny_model_dir}, RECORDS, params, str(out), num_processes=2, timeout=600)
+    params = {
+        "max_steps": 2,
+        "learning_rate": 1e-2,
+        "per_device_train_batch_size": 2,
+        "lora": {"r": 0},
+    }
+    ref = launch_training(
+        "sft", {"name": tiny_model_dir}, RECORDS, params, str(out), num_processes=2, timeout=600
+    )
     assert ref.meta["world_size"] == 2 and ref.kind == "model"
     result = json.loads((tmp_path / "sft-job" / "result.json").read_text())
     assert result["world_size"] == 2

@@ -31,10 +31,21 @@ SECTORS = {G.BEHIND: 90, G.LEFT: 180, G.FRONT: 270, G.RIGHT: 0}
 @pytest.mark.parametrize("direction", [G.BEHIND, G.LEFT, G.FRONT, G.RIGHT])
 @pytest.mark.parametrize(
     ("offset_deg", "dist", "expected"),
-    [(0, 0.3, True), (40, 0.3, True), (-44, 0.3, True), (50, 0.3, False), (-50, 0.3, False),
-     (180, 0.3, False), (0, 0.385, True), (0, 0.40, False), (0, 0.6, False)],
+    [
+        (0, 0.3, True),
+        (40, 0.3, True),
+        (-44, 0.3, True),
+        (50, 0.3, False),
+        (-50, 0.3, False),
+        (180, 0.3, False),
+        (0, 0.385, True),
+        (0, 0.40, False),
+        (0, 0.6, False),
+    ],
 )
-def test_relation_sector_and_distance(direction: int, offset_deg: float, dist: float, expected: bool) -> None:
+def test_relation_sector_and_distance(
+    direction: int, offset_deg: float, dist: float, expected: bool
+) -> None:
     angle = np.radians(SECTORS[direction] + offset_deg)
     dst = np.array([0.0, 0.15])
     src = dst + dist * np.array([np.cos(angle), np.sin(angle)])
@@ -46,7 +57,11 @@ def test_sector_boundaries_follow_kalm() -> None:
     # [45, 135) is behind; 135 belongs to left; right wraps around 0
     assert G.in_sector(45.0, G.BEHIND) and not G.in_sector(135.0, G.BEHIND)
     assert G.in_sector(135.0, G.LEFT)
-    assert G.in_sector(350.0, G.RIGHT) and G.in_sector(10.0, G.RIGHT) and not G.in_sector(45.0, G.RIGHT)
+    assert (
+        G.in_sector(350.0, G.RIGHT)
+        and G.in_sector(10.0, G.RIGHT)
+        and not G.in_sector(45.0, G.RIGHT)
+    )
     assert G.relation_angle([0.0, 1.0], [0.0, 0.0]) == pytest.approx(90.0)
 
 
@@ -160,8 +175,10 @@ def test_instructions_name_the_goal() -> None:
     assert all("purple" in t and "cyan" in t for t in texts)
     assert len(all_wordings("real", G.make_real_goal(0, 1, 0))) >= 50
     assert len(all_wordings("easy", G.make_easy_goal(2, G.RIGHT))) == 3 * len(EASY_MOVE_FRAMES)
-    for level, goal in [("easy", G.make_easy_goal(1, G.STILL)),
-                        ("hard", G.make_hard_goal(G.LINE, order=[0, 1, 2, 3, 4])),
-                        ("hard", G.make_hard_goal(G.GATHER, center=1)),
-                        ("hard", G.make_hard_goal(G.TWO_RELATIONS, relations=[(0, 1, 0), (2, 3, 1)]))]:
+    for level, goal in [
+        ("easy", G.make_easy_goal(1, G.STILL)),
+        ("hard", G.make_hard_goal(G.LINE, order=[0, 1, 2, 3, 4])),
+        ("hard", G.make_hard_goal(G.GATHER, center=1)),
+        ("hard", G.make_hard_goal(G.TWO_RELATIONS, relations=[(0, 1, 0), (2, 3, 1)])),
+    ]:
         assert len(all_wordings(level, goal)) >= 20, (level, goal)

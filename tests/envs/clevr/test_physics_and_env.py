@@ -29,11 +29,16 @@ def test_spaces_and_obs() -> None:
     assert env.action_space.n == 40
     assert obs.shape == (10,) and obs.dtype == np.float32
     assert env.observation_space.contains(obs)
-    assert info["goal"].shape == (6,) and isinstance(info["instruction"], str) and info["instruction"]
+    assert (
+        info["goal"].shape == (6,) and isinstance(info["instruction"], str) and info["instruction"]
+    )
 
 
 def test_seeded_determinism() -> None:
-    a, b = ClevrRobotEnv(level="real", n_instructions=3), ClevrRobotEnv(level="real", n_instructions=3)
+    a, b = (
+        ClevrRobotEnv(level="real", n_instructions=3),
+        ClevrRobotEnv(level="real", n_instructions=3),
+    )
     oa, ia = a.reset(seed=123)
     ob, ib = b.reset(seed=123)
     np.testing.assert_array_equal(oa, ob)
@@ -54,7 +59,9 @@ def test_transition_depends_only_on_positions(physics: ClevrPhysics) -> None:
 
 
 @pytest.mark.parametrize("action", range(40))
-def test_every_action_moves_the_intended_ball_in_its_direction(physics: ClevrPhysics, action: int) -> None:
+def test_every_action_moves_the_intended_ball_in_its_direction(
+    physics: ClevrPhysics, action: int
+) -> None:
     ball, direction = divmod(action, 8)
     # the chosen ball in the open middle, the others near the corners
     xy = SPREAD.reshape(N_BALLS, 2).copy()
@@ -78,7 +85,9 @@ def test_walls_stop_balls(physics: ClevrPhysics) -> None:
 def test_reset_options_place_balls_and_goal() -> None:
     env = ClevrRobotEnv()
     goal = make_real_goal(1, 2, 3)
-    obs, info = env.reset(seed=0, options={"positions": SPREAD, "goal": goal, "instruction": "do it"})
+    obs, info = env.reset(
+        seed=0, options={"positions": SPREAD, "goal": goal, "instruction": "do it"}
+    )
     np.testing.assert_allclose(obs, SPREAD, atol=1e-3)
     np.testing.assert_array_equal(info["goal"], goal)
     assert info["instruction"] == "do it"

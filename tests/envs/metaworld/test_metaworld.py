@@ -70,7 +70,9 @@ def test_task_mapping() -> None:
     assert TASKS_BY_LEVEL["real"][0] == "reach-v3" and v3_name("pick-place") == "pick-place-v3"
     assert set(NO_V3_COUNTERPART) == {"make-coffee", "locked-door-open"}
     assert TASKS_BY_LEVEL["hard"] == ("hammer-v3", "soccer-v3")
-    assert set(NO_V3_COUNTERPART) | {t.removesuffix("-v3") for t in TASKS_BY_LEVEL["hard"]} == set(KALM_HARD_TASKS)
+    assert set(NO_V3_COUNTERPART) | {t.removesuffix("-v3") for t in TASKS_BY_LEVEL["hard"]} == set(
+        KALM_HARD_TASKS
+    )
     with pytest.raises(KeyError, match="no Meta-World v3"):
         v3_name("make-coffee")
     from metaworld.env_dict import ALL_V3_ENVIRONMENTS

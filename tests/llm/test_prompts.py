@@ -45,8 +45,19 @@ def test_history_window_keeps_the_last_steps_with_true_indices():
     user = build_student_messages("alfworld", "t", HISTORY, "now", ["look"], history_window=1)[1][
         "content"
     ]
-    assert "(1 earlier steps not shown)" in user
+    assert "Earlier actions: go to drawer 1\n" in user
     assert "Observation 0" not in user and "Action 1: open drawer 1" in user
+    full = build_student_messages("alfworld", "t", HISTORY, "now", ["look"])[1]["content"]
+    assert "Earlier actions" not in full and "Observation 0" in full
+
+
+def test_windowed_prompts_keep_a_growing_common_prefix():
+    history = HISTORY + [{"observation": "You open the drawer 1.", "action": "close drawer 1"}]
+    before = build_student_messages("alfworld", "t", history[:2], "o", ["a"], history_window=1)
+    after = build_student_messages("alfworld", "t", history, "o", ["a"], history_window=1)
+    assert "Earlier actions: go to drawer 1; open drawer 1\n" in after[1]["content"]
+    assert after[1]["content"].startswith("Your task is: t\nEarlier actions: go to drawer 1")
+    assert before[1]["content"].startswith("Your task is: t\nEarlier actions: go to drawer 1\n")
 
 
 def test_completion_format():

@@ -189,3 +189,27 @@ def test_llm_annotate_and_json_extraction():
     assert LLMTeacher(client).annotate(TRAJECTORY) == ["a", "b"]
     with pytest.raises(CorrectionError, match="no JSON object"):
         extract_json_object("nothing here")
+
+
+def test_reasons_follow_what_the_student_has_seen(games):
+    """Reasons track the student's own observations: no 'not found yet' once the object is in hand."""
+    from leap_kalm.envs.alfworld import run_expert_episode
+
+    teacher = ScriptedAlfWorldTeacher()
+    for path, privileged in games:
+        expert = run_expert_episode(path, max_steps=40)
+        reasons = teacher.annotate(expert, privileged)
+        obj = next(e for e in privileged["essential_objects"] if e["role"] == "target")["type"]
+        holding = False
+        for step, reason in zip(expert["steps"], reasons, strict=True):
+            holding = holding or "You pick up the" in step["observation"]
+            holding = holding and "You move the" not in step["observation"]
+            assert len(reason.split()) <= 25, reason
+            if step["action"].startswith("take "):
+                taken = step["action"][len("take ") :].split(" from ")[0]
+                assert taken in step["observation"] and f"{taken} is right here" in reason
+            if holding and step["action"].startswith("go to "):
+                assert "not found yet" not in reason, reason
+                assert f"{obj} in hand" in reason or f"The {obj} must be" in reason, reason
+            if not holding and step["action"].startswith("go to "):
+                assert "in hand" not in reason, reason

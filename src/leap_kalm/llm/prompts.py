@@ -53,7 +53,9 @@ def build_student_messages(
         history: The student's own earlier steps (observation and action are shown).
         observation: The current observation.
         candidate_actions: Admissible actions now.
-        history_window: Show only the last ``k`` earlier steps (``None``: all).
+        history_window: Show the observations of only the last ``k`` earlier steps
+            (``None``: all); older steps are listed by their actions alone, so the
+            student still knows what it picked up and where it has been.
 
     Returns:
         ``[system, user]`` messages.
@@ -68,7 +70,7 @@ def build_student_messages(
     user = render_template(
         "student_user",
         task=task,
-        skipped=start,
+        earlier=[step["action"] for step in history[:start]],
         history=shown,
         timestep=len(history),
         observation=observation,

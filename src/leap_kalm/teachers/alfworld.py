@@ -48,6 +48,106 @@ def replay_plans(game_path: str, actions: list[str]) -> list[list[str]]:
         engine.close()
 
 
+_PICK = re.compile(r"You pick up the (.+?) from ")
+_PLACE = re.compile(r"You (?:move|put) the (.+?) (?:to|in|on) ")
+_PROCESS = re.compile(r"You (?:heat|cool|clean) the (.+?) using ")
+_CONTENTS = re.compile(
+    r"(?:You arrive at (.+?)\. On the .+?, you see (.+?)\.|You open the (.+?)\. The .+? is open\. In it, you see (.+?)\.)"
+)
+
+
+@dataclass
+class _SeenState:
+    """What the student itself could know at a step, read from its own observations only."""
+
+    holding: str | None = None
+    processed: bool = False
+    placed: int = 0
+    visited: set = None  # type: ignore[assignment]
+    contents: dict = None  # type: ignore[assignment]
+    current: str = ""
+
+    @classmethod
+    def from_observations(cls, observations: list[str]) -> _SeenState:
+        state = cls(visited=set(), contents={})
+        for obs in observations:
+            if match := _PICK.search(obs):
+                state.holding, state.processed = match.group(1), False
+            elif _PLACE.search(obs):
+                state.holding, state.placed = None, state.placed + 1
+            elif _PROCESS.search(obs):
+                state.processed = True
+            if match := _CONTENTS.search(obs):
+                place = match.group(1) or match.group(3)
+                state.visited.add(place)
+                state.current = obs
+                state.contents[place] = match.group(2) or match.group(4)
+            elif obs.startswith("You arrive at "):
+                place = obs[len("You arrive at ") :].split(".", 1)[0]
+                state.visited.add(place)
+                state.current = obs
+        return state
+
+    def seen_at(self, place: str, obj: str) -> bool:
+        return re.search(rf"\b{re.escape(obj)} \d+", self.contents.get(place, "")) is not None
+
+
+@dataclass(frozen=True)
+class _TaskView:
+    """The parts of the task a reason may use: object kind, purpose, destination and appliance names."""
+
+    obj: str
+    purpose: tuple | None
+    destinations: set
+    appliances: set
+    lamp: str | None
+
+
+def _why(action: str, task: _TaskView, state: _SeenState) -> str:
+    """A short, hint-only reason for ``action`` given what the student has seen so far."""
+    obj, purpose = task.obj, task.purpose
+    if action.startswith("go to "):
+        place = action[len("go to ") :]
+        kind = _kind(place)
+        if state.holding:
+            if purpose and not state.processed and place in task.appliances:
+                return f"The {obj} must be {purpose[0]} first, and a {kind} can make it {purpose[0]}."
+            if place in task.destinations:
+                return f"With the {obj} in hand, go to {place}, where the task wants it."
+            if task.lamp:
+                return f"With the {obj} in hand, find a {task.lamp}; a {kind} may have one."
+            return f"With the {obj} in hand, {place} is the next place to go."
+        if state.seen_at(place, obj):
+            return f"A {obj} was seen at {place}, so go back for it."
+        if place in state.visited:
+            return f"{place} was checked before, but it is worth another look."
+        if state.placed and place in task.destinations:
+            return f"One {obj} is placed; find another {obj}, starting with {place}."
+        return f"The {obj} is not found yet; a {kind} is a likely place for it."
+    if action.startswith("take "):
+        taken = action[len("take ") :].split(" from ")[0]
+        return f"The task needs a {obj}, and {taken} is right here, so take it."
+    if action.startswith("open "):
+        return f"{action[len('open ') :]} is closed; open it to see inside."
+    if action.startswith("close "):
+        if state.holding:
+            return f"The {obj} is in hand, so close {action[len('close ') :]} and move on."
+        return f"Nothing needed is in {action[len('close ') :]}, so close it and move on."
+    if action.startswith(("move ", "put ")):
+        return f"The {obj} is ready, so put it where the task asks."
+    if action.split(" ", 1)[0] in ("heat", "cool", "clean") and purpose:
+        return f"The task asks for a {purpose[0]} {obj}, so {purpose[2]} here."
+    if action.startswith("use "):
+        return f"Turn on the light to look at the {obj} under it."
+    if action.startswith("examine "):
+        return "Examining it shows what is there."
+    if action == "look":
+        return "Looking around lists the places still to search."
+    if action == "inventory":
+        return "Checking the inventory shows what is in hand."
+    return f"This is what the task needs next for the {obj}."
+
+
 @dataclass
 class ScriptedAlfWorldTeacher:
     """Privileged teacher for ALFWorld driven by the engine's planner.
@@ -129,20 +229,24 @@ class ScriptedAlfWorldTeacher:
         original: str | None,
     ) -> str:
         steps = trajectory["steps"]
-        seen = " ".join(s["observation"] for s in steps[: t + 1])
+        state = _SeenState.from_observations([s["observation"] for s in steps[: t + 1]])
         targets = [e for e in privileged.get("essential_objects", []) if e.get("role") == "target"]
-        obj = targets[0]["type"] if targets else "object"
-        purpose = _PURPOSE.get(privileged.get("task_type", ""))
-        destinations = {
-            c["name"]
-            for c in privileged.get("critical_receptacles", [])
-            if c["role"] == "destination"
-        }
-        appliances = set(privileged.get("appliances", []))
+        lamps = [e for e in privileged.get("essential_objects", []) if e.get("role") == "toggle"]
+        task = _TaskView(
+            obj=targets[0]["type"] if targets else "object",
+            purpose=_PURPOSE.get(privileged.get("task_type", "")),
+            destinations={
+                c["name"]
+                for c in privileged.get("critical_receptacles", [])
+                if c["role"] == "destination"
+            },
+            appliances=set(privileged.get("appliances", [])),
+            lamp=lamps[0]["type"] if lamps else None,
+        )
         parts = []
         if original is not None:
             parts.append(self._why_not(steps, t, original))
-        parts.append(self._why(action, obj, purpose, destinations, appliances, seen))
+        parts.append(_why(action, task, state))
         if original is not None and targets and self._reveal(trajectory["game_id"], t):
             target = targets[0]
             parts.append(f"(Privileged: the {target['name']} is in {target['location']}.)")
@@ -151,48 +255,16 @@ class ScriptedAlfWorldTeacher:
     @staticmethod
     def _why_not(steps: list[dict[str, Any]], t: int, original: str) -> str:
         if not original.strip():
-            return "An answer without an action does nothing; always pick one of the candidate actions."
+            return "An empty answer does nothing; always pick a candidate."
         if t > 0 and steps[t - 1]["action"] == original:
-            return f"Repeating '{original}' will only give the same result again."
+            return f"Repeating '{original}' gives the same result."
         if original not in steps[t]["candidate_actions"]:
-            return f"'{original}' is not one of the available actions, so nothing would happen."
+            return f"'{original}' is not a candidate, so nothing happens."
         if original.startswith("go to "):
             place = original[len("go to ") :]
             if any(f"You arrive at {place}." in s["observation"] for s in steps[:t]):
-                return f"{place} has already been checked."
+                return f"{place} was already checked."
         return ""
-
-    @staticmethod
-    def _why(
-        action: str, obj: str, purpose: tuple | None, destinations: set, appliances: set, seen: str
-    ) -> str:
-        task_reminder = f"The task needs a {obj}"
-        if action.startswith("go to "):
-            place = action[len("go to ") :]
-            if place in appliances and purpose:
-                return f"{task_reminder} that is {purpose[0]}; a {_kind(place)} is what makes it {purpose[0]}, so go to {place}."
-            if place in destinations:
-                return f"{task_reminder} placed in/on a {_kind(place)}, so go to {place} once the {obj} is in hand."
-            if f"You arrive at {place}." in seen:
-                return f"{place} has been visited before but something useful may remain there, so go back to {place}."
-            return (
-                f"{task_reminder}, and it has not been found yet. A {obj} is commonly kept in or on a "
-                f"{_kind(place)}, and {place} has not been checked, so it is a sensible place to look."
-            )
-        if action.startswith("open "):
-            place = action[len("open ") :]
-            return f"{place} is closed; what is inside can only be seen after opening it."
-        if action.startswith("take "):
-            return f"This is the kind of object the task asks for ({obj}), so pick it up."
-        if action.startswith(("move ", "put ")):
-            return f"With the {obj} ready, placing it where the task asks completes the task."
-        if action.split(" ", 1)[0] in ("heat", "cool", "clean") and purpose:
-            return f"The task asks for a {purpose[0]} {obj}; {action.split(' with ')[0]} with the appliance to {purpose[2]}."
-        if action.startswith("use "):
-            return f"The task is to look at the {obj} under a light, so switch the lamp on."
-        if action.startswith("examine "):
-            return "Examining it shows what is there before deciding the next step."
-        return f"This moves the task forward: it is what the task needs next for the {obj}."
 
     @staticmethod
     def _summary(trajectory: dict[str, Any], corrected: list[dict[str, Any]]) -> str:

@@ -35,7 +35,21 @@ class TrainParams(ConfigMixin):
     gradient_checkpointing: bool = False
     logging_steps: int = 1
     seed: int = 0
+    bf16: bool | None = None  # None: bf16 autocast on a bf16 GPU or a CPU with native bf16
     lora: LoraParams = field(default_factory=LoraParams)
+
+
+def use_bf16(params: Any, on_gpu: bool) -> bool:
+    """bf16 mixed precision: ``params.bf16`` if set, else wherever the hardware does bf16 natively."""
+    import torch
+
+    if params.bf16 is not None:
+        return bool(params.bf16)
+    if on_gpu:
+        return torch.cuda.is_bf16_supported()
+    from leap_kalm.llm.models import cpu_has_native_bf16
+
+    return cpu_has_native_bf16()
 
 
 def trainer_arguments(params: Any, output_dir: str, model: Any) -> dict[str, Any]:
@@ -55,7 +69,7 @@ def trainer_arguments(params: Any, output_dir: str, model: Any) -> dict[str, Any
         "logging_steps": params.logging_steps,
         "seed": params.seed,
         "use_cpu": not on_gpu,
-        "bf16": on_gpu and torch.cuda.is_bf16_supported(),
+        "bf16": use_bf16(params, on_gpu),
         "save_strategy": "no",
         "report_to": [],
         "ddp_find_unused_parameters": False,

@@ -64,3 +64,41 @@ def test_one_lora_step_trains_only_the_adapter(tiny_model_dir, tmp_path):
 def test_unknown_parameters_are_rejected():
     with pytest.raises(ValueError, match="unknown keys \\['lr'\\]"):
         SFTParams.from_dict({"lr": 1e-3})
+
+
+def test_completion_only_scoring_gives_the_same_loss_and_gradients(tiny_model_dir, tmp_path):
+    """The CPU speed-up (score only labelled positions) must not change what is learnt."""
+    import torch
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    import trl.trainer.utils as trl_utils
+    from leap_kalm.training.common import completion_only_scoring, trainer_arguments
+
+    model, tokenizer = load_model(tiny_model_dir, trainable=True)
+    params = SFTParams.from_dict({"max_steps": 1, "per_device_train_batch_size": 4, "lora": {"r": 0}})
+    trainer = SFTTrainer(
+        model=model,
+        args=SFTConfig(**trainer_arguments(params, str(tmp_path / "out"), model)),
+        train_dataset=Dataset.from_list(RECORDS),
+        processing_class=tokenizer,
+    )
+    batch = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+    assert (batch["labels"] == -100).float().mean() > 0.5  # most positions are prompt
+
+    def loss_and_grads():
+        trainer.model.zero_grad()
+        loss = trainer.compute_loss(trainer.model, batch)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in trainer.model.parameters() if p.grad is not None]
+
+    original = trl_utils._use_triton
+    full_loss, full_grads = loss_and_grads()
+    with completion_only_scoring() as applied:
+        assert applied and trl_utils._use_triton(torch.device("cpu")) is True
+        compact_loss, compact_grads = loss_and_grads()
+    assert trl_utils._use_triton is original  # restored
+    assert torch.allclose(full_loss, compact_loss, atol=1e-6)
+    assert len(full_grads) == len(compact_grads) > 0
+    for a, b in zip(full_grads, compact_grads, strict=True):
+        assert torch.allclose(a, b, atol=1e-6)

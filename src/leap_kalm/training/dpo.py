@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from leap_kalm.schemas import ModelRef, PreferencePair
-from leap_kalm.training.common import TrainParams, lora_config, save_trained, trainer_arguments
+from leap_kalm.training.common import (
+    TrainParams,
+    completion_only_scoring,
+    lora_config,
+    save_trained,
+    trainer_arguments,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +51,8 @@ def train_dpo(
         processing_class=tokenizer,
         peft_config=lora_config(params, model),
     )
-    result = trainer.train()
+    with completion_only_scoring():
+        result = trainer.train()
     # the base may itself be a merged earlier student that exists nowhere on disk:
     # save full weights so the result never depends on an unsaved base
     return save_trained(trainer, tokenizer, result, params, output_dir, merge=True)

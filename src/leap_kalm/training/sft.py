@@ -14,6 +14,7 @@ from leap_kalm.schemas import ModelRef, SFTRecord
 from leap_kalm.training.common import (
     LoraParams,
     TrainParams,
+    completion_only_scoring,
     lora_config,
     save_trained,
     trainer_arguments,
@@ -68,5 +69,6 @@ def train_sft(
         processing_class=tokenizer,
         peft_config=lora_config(params, model),
     )
-    result = trainer.train()
+    with completion_only_scoring():
+        result = trainer.train()
     return save_trained(trainer, tokenizer, result, params, output_dir, merge=False)

@@ -56,3 +56,28 @@ def test_iteration_one_needs_the_previous_student():
         train_sft_student(
             SFT_RECORDS, None, {"max_steps": 1}, {"train_method": "sft"}, {"name": "tiny-test"}, 1
         )
+
+
+@pytest.mark.parametrize("stage", ["rollout", "evaluate"])
+def test_students_load_with_the_model_parameters_device_and_dtype(monkeypatch, stage):
+    """`model.device`/`model.dtype` apply to trained students too, not only to the base model."""
+    from leap_kalm.pipelines.correct.nodes import roll_out_student
+    from leap_kalm.pipelines.evaluate.nodes import evaluate_student
+    from leap_kalm.schemas import ModelRef
+
+    seen = {}
+
+    def fake_load_model(ref, **kwargs):
+        seen.update(kwargs, ref=ref)
+        raise RuntimeError("loaded")
+
+    monkeypatch.setattr("leap_kalm.llm.models.load_model", fake_load_model)
+    student = ModelRef(path="/students/iter0", kind="adapter")
+    model_params = {"name": "tiny-test", "device": "cpu", "dtype": "float32"}
+    if stage == "rollout":
+        produce = roll_out_student([], student, {"env": "alfworld"}, model_params, 1)
+    else:
+        produce = evaluate_student([], student, {"env": "alfworld"}, model_params, 1)
+    with pytest.raises(RuntimeError, match="loaded"):
+        list(produce([]))
+    assert seen == {"ref": student, "merge_adapter": True, "device": "cpu", "dtype": "float32"}

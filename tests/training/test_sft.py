@@ -69,14 +69,16 @@ def test_unknown_parameters_are_rejected():
 def test_completion_only_scoring_gives_the_same_loss_and_gradients(tiny_model_dir, tmp_path):
     """The CPU speed-up (score only labelled positions) must not change what is learnt."""
     import torch
+    import trl.trainer.utils as trl_utils
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    import trl.trainer.utils as trl_utils
     from leap_kalm.training.common import completion_only_scoring, trainer_arguments
 
     model, tokenizer = load_model(tiny_model_dir, trainable=True)
-    params = SFTParams.from_dict({"max_steps": 1, "per_device_train_batch_size": 4, "lora": {"r": 0}})
+    params = SFTParams.from_dict(
+        {"max_steps": 1, "per_device_train_batch_size": 4, "lora": {"r": 0}}
+    )
     trainer = SFTTrainer(
         model=model,
         args=SFTConfig(**trainer_arguments(params, str(tmp_path / "out"), model)),
@@ -90,7 +92,9 @@ def test_completion_only_scoring_gives_the_same_loss_and_gradients(tiny_model_di
         trainer.model.zero_grad()
         loss = trainer.compute_loss(trainer.model, batch)
         loss.backward()
-        return loss.detach(), [p.grad.clone() for p in trainer.model.parameters() if p.grad is not None]
+        return loss.detach(), [
+            p.grad.clone() for p in trainer.model.parameters() if p.grad is not None
+        ]
 
     original = trl_utils._use_triton
     full_loss, full_grads = loss_and_grads()

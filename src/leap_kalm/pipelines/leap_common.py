@@ -165,6 +165,13 @@ def student_ref(
     return previous if previous is not None and iteration > 0 else model_params
 
 
+def model_load_kwargs(
+    model_params: dict[str, Any], keys: tuple[str, ...] = ("device", "dtype")
+) -> dict[str, Any]:
+    """The ``model`` parameters that also apply to trained students (device, dtype)."""
+    return {k: model_params[k] for k in keys if model_params.get(k) not in (None, "")}
+
+
 def model_id_of(ref: ModelRef | dict[str, Any]) -> str:
     return ref.path if isinstance(ref, ModelRef) else str(ref.get("name"))
 
@@ -227,6 +234,7 @@ def train_student(
     params_class = SFTParams if method == "sft" else DPOParams
     params = params_class.from_dict({"seed": config.seed + iteration, **settings})
     ref = student_ref(previous_student, model_params, iteration)
+    load_kwargs = {**model_load_kwargs(model_params, ("dtype",)), **load_kwargs}
     result = run_training(method, ref, records, params, num_processes, load_kwargs)
     meta = {
         **result.meta,

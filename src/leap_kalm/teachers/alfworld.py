@@ -111,7 +111,9 @@ def _why(action: str, task: _TaskView, state: _SeenState) -> str:
         kind = _kind(place)
         if state.holding:
             if purpose and not state.processed and place in task.appliances:
-                return f"The {obj} must be {purpose[0]} first, and a {kind} can make it {purpose[0]}."
+                return (
+                    f"The {obj} must be {purpose[0]} first, and a {kind} can make it {purpose[0]}."
+                )
             if place in task.destinations:
                 return f"With the {obj} in hand, go to {place}, where the task wants it."
             if task.lamp:

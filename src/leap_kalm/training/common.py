@@ -38,6 +38,7 @@ class TrainParams(ConfigMixin):
     logging_steps: int = 1
     seed: int = 0
     bf16: bool | None = None  # None: bf16 autocast on a bf16 GPU or a CPU with native bf16
+    completion_only_scoring: bool = True  # see completion_only_scoring()
     lora: LoraParams = field(default_factory=LoraParams)
 
 
@@ -94,7 +95,7 @@ def lora_config(params: Any, model: Any) -> Any:
 
 
 @contextlib.contextmanager
-def completion_only_scoring() -> Iterator[bool]:
+def completion_only_scoring(enabled: bool = True) -> Iterator[bool]:
     """Let trl's fused LM head score only the labelled (completion) positions on every device.
 
     trl 1.16 computes log-probs in chunks and, off CUDA/XPU, scores *every* position in
@@ -104,6 +105,9 @@ def completion_only_scoring() -> Iterator[bool]:
     on SmolLM2 (5.3 -> 3.0 s per batch of 4). Yields whether the switch was applied: if
     trl moves the private name, training still runs, just slower.
     """
+    if not enabled:
+        yield False
+        return
     try:
         import trl.trainer.utils as trl_utils
     except ImportError:  # pragma: no cover - trl is a dependency

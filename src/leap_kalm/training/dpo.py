@@ -51,7 +51,7 @@ def train_dpo(
         processing_class=tokenizer,
         peft_config=lora_config(params, model),
     )
-    with completion_only_scoring():
+    with completion_only_scoring(params.completion_only_scoring):
         result = trainer.train()
     # the base may itself be a merged earlier student that exists nowhere on disk:
     # save full weights so the result never depends on an unsaved base

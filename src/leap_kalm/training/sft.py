@@ -69,6 +69,6 @@ def train_sft(
         processing_class=tokenizer,
         peft_config=lora_config(params, model),
     )
-    with completion_only_scoring():
+    with completion_only_scoring(params.completion_only_scoring):
         result = trainer.train()
     return save_trained(trainer, tokenizer, result, params, output_dir, merge=False)

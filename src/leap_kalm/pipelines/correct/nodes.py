@@ -13,6 +13,7 @@ from leap_kalm.pipelines.leap_common import (
     TeacherParams,
     episode_specs,
     model_id_of,
+    model_load_kwargs,
     student_ref,
 )
 from leap_kalm.progress import track
@@ -54,7 +55,7 @@ def roll_out_student(
             )
         finished = {t["game_id"] for t in done}
         todo = [s for s in specs if s.game_id not in finished]
-        model, tokenizer = load_model(ref, merge_adapter=True)
+        model, tokenizer = load_model(ref, merge_adapter=True, **model_load_kwargs(model_params))
         sampling = SamplingParams.from_dict({"seed": config.seed + iteration, **config.sampling})
         settings = StudentSettings(
             config.env, config.history_window, config.rollout_max_steps, config.batch_size

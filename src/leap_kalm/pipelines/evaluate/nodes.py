@@ -7,7 +7,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from leap_kalm.pipelines.leap_common import LeapParams, episode_specs, model_id_of
+from leap_kalm.pipelines.leap_common import (
+    LeapParams,
+    episode_specs,
+    model_id_of,
+    model_load_kwargs,
+)
 from leap_kalm.progress import track
 from leap_kalm.schemas import ModelRef
 
@@ -54,7 +59,7 @@ def evaluate_student(
             for s in episode_specs(config.env, games, split, config.eval_max_steps)
             if s.game_id not in finished
         ]
-        model, tokenizer = load_model(ref, merge_adapter=True)
+        model, tokenizer = load_model(ref, merge_adapter=True, **model_load_kwargs(model_params))
         sampling = SamplingParams.from_dict({"seed": config.seed, **config.eval_sampling})
         settings = StudentSettings(
             config.env, config.history_window, config.eval_max_steps, config.batch_size

@@ -4,6 +4,11 @@ The user message is laid out so that, with the full history, the text of step ``
 up to ``Observation t: ...`` is a prefix of step ``t+1``'s text; the candidate list and
 the answer instructions come last. The incremental generator reuses the KV cache of
 that prefix, so each step encodes only its new observation and the candidates.
+
+With a ``history_window`` the observations of older steps are dropped but their actions
+stay, as one ``Earlier actions: a; b; c`` line: a small student still knows what it
+picked up and where it has been, for a few tokens per step, and that line grows
+append-only too.
 """
 
 from __future__ import annotations

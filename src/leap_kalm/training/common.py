@@ -100,10 +100,11 @@ def completion_only_scoring(enabled: bool = True) -> Iterator[bool]:
 
     trl 1.16 computes log-probs in chunks and, off CUDA/XPU, scores *every* position in
     fp32, prompt included. With completion-only loss most positions are prompt, so on a
-    CPU that head is about 40% of an SFT step. Scoring just the labelled positions gives
-    the same loss and gradients (``tests/training`` checks it) at 1.75x the speed measured
-    on SmolLM2 (5.3 -> 3.0 s per batch of 4). Yields whether the switch was applied: if
-    trl moves the private name, training still runs, just slower.
+    CPU that head is about half of an SFT step. Scoring just the labelled positions gives
+    the same loss and gradients (``tests/training`` checks it); on SmolLM2 a step at
+    batch 4 went from 7.1 to 3.7 s (``benchmarks/results/cpu_precision.md``). Yields
+    whether the switch was applied: if trl moves the private name, training still runs,
+    just slower.
     """
     if not enabled:
         yield False

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from leap_kalm.llm.parsing import match_candidate
@@ -63,13 +63,12 @@ class _SeenState:
     holding: str | None = None
     processed: bool = False
     placed: int = 0
-    visited: set = None  # type: ignore[assignment]
-    contents: dict = None  # type: ignore[assignment]
-    current: str = ""
+    visited: set[str] = field(default_factory=set)
+    contents: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_observations(cls, observations: list[str]) -> _SeenState:
-        state = cls(visited=set(), contents={})
+        state = cls()
         for obs in observations:
             if match := _PICK.search(obs):
                 state.holding, state.processed = match.group(1), False
@@ -80,12 +79,10 @@ class _SeenState:
             if match := _CONTENTS.search(obs):
                 place = match.group(1) or match.group(3)
                 state.visited.add(place)
-                state.current = obs
                 state.contents[place] = match.group(2) or match.group(4)
             elif obs.startswith("You arrive at "):
                 place = obs[len("You arrive at ") :].split(".", 1)[0]
                 state.visited.add(place)
-                state.current = obs
         return state
 
     def seen_at(self, place: str, obj: str) -> bool:

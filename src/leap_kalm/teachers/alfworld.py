@@ -66,24 +66,20 @@ class _SeenState:
     visited: set[str] = field(default_factory=set)
     contents: dict[str, str] = field(default_factory=dict)
 
-    @classmethod
-    def from_observations(cls, observations: list[str]) -> _SeenState:
-        state = cls()
-        for obs in observations:
-            if match := _PICK.search(obs):
-                state.holding, state.processed = match.group(1), False
-            elif _PLACE.search(obs):
-                state.holding, state.placed = None, state.placed + 1
-            elif _PROCESS.search(obs):
-                state.processed = True
-            if match := _CONTENTS.search(obs):
-                place = match.group(1) or match.group(3)
-                state.visited.add(place)
-                state.contents[place] = match.group(2) or match.group(4)
-            elif obs.startswith("You arrive at "):
-                place = obs[len("You arrive at ") :].split(".", 1)[0]
-                state.visited.add(place)
-        return state
+    def observe(self, obs: str) -> None:
+        """Update from the next observation of the trajectory."""
+        if match := _PICK.search(obs):
+            self.holding, self.processed = match.group(1), False
+        elif _PLACE.search(obs):
+            self.holding, self.placed = None, self.placed + 1
+        elif _PROCESS.search(obs):
+            self.processed = True
+        if match := _CONTENTS.search(obs):
+            place = match.group(1) or match.group(3)
+            self.visited.add(place)
+            self.contents[place] = match.group(2) or match.group(4)
+        elif obs.startswith("You arrive at "):
+            self.visited.add(obs[len("You arrive at ") :].split(".", 1)[0])
 
     def seen_at(self, place: str, obj: str) -> bool:
         return re.search(rf"\b{re.escape(obj)} \d+", self.contents.get(place, "")) is not None
@@ -98,6 +94,25 @@ class _TaskView:
     destinations: set
     appliances: set
     lamp: str | None
+    target: dict | None  # privileged: only for the realizability ablation
+
+    @classmethod
+    def from_privileged(cls, privileged: dict[str, Any]) -> _TaskView:
+        objects = privileged.get("essential_objects", [])
+        targets = [e for e in objects if e.get("role") == "target"]
+        lamps = [e for e in objects if e.get("role") == "toggle"]
+        return cls(
+            obj=targets[0]["type"] if targets else "object",
+            purpose=_PURPOSE.get(privileged.get("task_type", "")),
+            destinations={
+                c["name"]
+                for c in privileged.get("critical_receptacles", [])
+                if c["role"] == "destination"
+            },
+            appliances=set(privileged.get("appliances", [])),
+            lamp=lamps[0]["type"] if lamps else None,
+            target=targets[0] if targets else None,
+        )
 
 
 def _why(action: str, task: _TaskView, state: _SeenState) -> str:
@@ -165,10 +180,10 @@ class ScriptedAlfWorldTeacher:
     # -- interface ---------------------------------------------------------------
     def annotate(self, trajectory: dict[str, Any], privileged: dict[str, Any]) -> list[str]:
         """A hint-only reason for every step of an expert trajectory."""
-        return [
-            self._reason(trajectory, privileged, t, step["action"], None)
-            for t, step in enumerate(trajectory["steps"])
-        ]
+        steps = trajectory["steps"]
+        return self._reasons(
+            trajectory, privileged, [s["action"] for s in steps], [None] * len(steps)
+        )
 
     def correct(
         self, trajectory: dict[str, Any], privileged: dict[str, Any], game_path: str
@@ -176,8 +191,8 @@ class ScriptedAlfWorldTeacher:
         """Correct every step of a failed student trajectory (see module docstring)."""
         steps = trajectory["steps"]
         plans = replay_plans(game_path, [s["action"] for s in steps])
-        corrected_steps = []
-        for t, (step, plan) in enumerate(zip(steps, plans, strict=True)):
+        chosen = []
+        for step, plan in zip(steps, plans, strict=True):
             best = self._admissible(plan[0], step["candidate_actions"]) if plan else None
             original = step["action"]
             is_corrected = best is not None and best != original
@@ -190,20 +205,27 @@ class ScriptedAlfWorldTeacher:
                 action not in step["candidate_actions"]
             ):  # nothing admissible to suggest: keep the first candidate
                 action, is_corrected = step["candidate_actions"][0], True
-            reason = self._reason(
-                trajectory, privileged, t, action, original if is_corrected else None
+            chosen.append((action, is_corrected))
+        reasons = self._reasons(
+            trajectory,
+            privileged,
+            [action for action, _ in chosen],
+            [s["action"] if fixed else None for s, (_, fixed) in zip(steps, chosen, strict=True)],
+        )
+        corrected_steps = [
+            {
+                "timestep": t,
+                "original_observation": step["observation"],
+                "original_reason": step.get("reason", ""),
+                "original_action": step["action"],
+                "corrected_reason": reason,
+                "corrected_action": action,
+                "is_corrected": bool(is_corrected),
+            }
+            for t, (step, (action, is_corrected), reason) in enumerate(
+                zip(steps, chosen, reasons, strict=True)
             )
-            corrected_steps.append(
-                {
-                    "timestep": t,
-                    "original_observation": step["observation"],
-                    "original_reason": step.get("reason", ""),
-                    "original_action": original,
-                    "corrected_reason": reason,
-                    "corrected_action": action,
-                    "is_corrected": bool(is_corrected),
-                }
-            )
+        ]
         return {
             "game_id": trajectory["game_id"],
             "summary": self._summary(trajectory, corrected_steps),
@@ -219,37 +241,33 @@ class ScriptedAlfWorldTeacher:
     def _reveal(self, game_id: str, t: int) -> bool:
         return zlib.crc32(f"{game_id}:{t}".encode()) % 100 < self.realizability
 
-    def _reason(
+    def _reasons(
         self,
         trajectory: dict[str, Any],
         privileged: dict[str, Any],
-        t: int,
-        action: str,
-        original: str | None,
-    ) -> str:
+        actions: list[str],
+        originals: list[str | None],
+    ) -> list[str]:
+        """The reason for each step's ``action``; a step with an ``original`` was corrected.
+
+        The task view is read once and the student's seen-state is updated step by step.
+        """
         steps = trajectory["steps"]
-        state = _SeenState.from_observations([s["observation"] for s in steps[: t + 1]])
-        targets = [e for e in privileged.get("essential_objects", []) if e.get("role") == "target"]
-        lamps = [e for e in privileged.get("essential_objects", []) if e.get("role") == "toggle"]
-        task = _TaskView(
-            obj=targets[0]["type"] if targets else "object",
-            purpose=_PURPOSE.get(privileged.get("task_type", "")),
-            destinations={
-                c["name"]
-                for c in privileged.get("critical_receptacles", [])
-                if c["role"] == "destination"
-            },
-            appliances=set(privileged.get("appliances", [])),
-            lamp=lamps[0]["type"] if lamps else None,
-        )
-        parts = []
-        if original is not None:
-            parts.append(self._why_not(steps, t, original))
-        parts.append(_why(action, task, state))
-        if original is not None and targets and self._reveal(trajectory["game_id"], t):
-            target = targets[0]
-            parts.append(f"(Privileged: the {target['name']} is in {target['location']}.)")
-        return " ".join(p for p in parts if p)
+        task = _TaskView.from_privileged(privileged)
+        state = _SeenState()
+        reasons = []
+        for t, (step, action, original) in enumerate(zip(steps, actions, originals, strict=True)):
+            state.observe(step["observation"])
+            parts = []
+            if original is not None:
+                parts.append(self._why_not(steps, t, original))
+            parts.append(_why(action, task, state))
+            if original is not None and task.target and self._reveal(trajectory["game_id"], t):
+                parts.append(
+                    f"(Privileged: the {task.target['name']} is in {task.target['location']}.)"
+                )
+            reasons.append(" ".join(p for p in parts if p))
+        return reasons
 
     @staticmethod
     def _why_not(steps: list[dict[str, Any]], t: int, original: str) -> str:

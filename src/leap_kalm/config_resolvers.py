@@ -8,25 +8,11 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-_ITER = re.compile(r"^iter(\d+)$")
-
-
-def completed_iterations(data_root: str) -> list[int]:
-    """Iterations whose evaluation report exists, for any environment, sorted."""
-    found = set()
-    for report in Path(data_root).glob("08_reporting/*/iter*/eval.json"):
-        match = _ITER.match(report.parent.name)
-        if match:
-            found.add(int(match.group(1)))
-    return sorted(found)
+from leap_kalm.pipelines.leap_iteration import next_iteration
 
 
 def leap_next_iteration(data_root: str) -> int:
-    done = completed_iterations(data_root)
-    return done[-1] + 1 if done else 0
+    return next_iteration(data_root)
 
 
 def minus_one(value: int | str) -> int:

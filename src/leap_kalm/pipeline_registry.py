@@ -6,6 +6,8 @@ import importlib
 
 from kedro.pipeline import Pipeline
 
+from leap_kalm.pipelines.namespaces import KALM_WORLDS, LEAP_WORLDS
+
 STAGES = (
     "ingest",
     "annotate",
@@ -22,14 +24,12 @@ STAGES = (
 LEAP_STAGES = ("ingest", "annotate", "privilege", "correct", "train_sft", "train_dpo", "evaluate")
 KALM_STAGES = ("ingest", "ground_llm", "imagine", "offline_rl", "evaluate")
 DATA_PREP_STAGES = ("ingest", "annotate", "privilege")
-LEAP_ENVS = ("alfworld",)
-KALM_ENVS = ("clevr", "metaworld")
 
 
 def _compose(
     pipelines: dict[str, Pipeline], names: tuple[str, ...], envs: tuple[str, ...] | None = None
 ) -> Pipeline:
-    """Sum of stage pipelines, keeping only the nodes of the given environment namespaces."""
+    """Sum of stage pipelines, keeping only the nodes of the given world namespaces."""
     combined = sum((pipelines[name] for name in names), Pipeline([]))
     if envs is None:
         return combined
@@ -51,7 +51,7 @@ def register_pipelines() -> dict[str, Pipeline]:
         name: importlib.import_module(f"leap_kalm.pipelines.{name}.pipeline").create_pipeline()
         for name in STAGES
     }
-    pipelines["leap_iter"] = _compose(pipelines, LEAP_STAGES, LEAP_ENVS)
-    pipelines["kalm"] = _compose(pipelines, KALM_STAGES, KALM_ENVS)
+    pipelines["leap_iter"] = _compose(pipelines, LEAP_STAGES, LEAP_WORLDS)
+    pipelines["kalm"] = _compose(pipelines, KALM_STAGES, KALM_WORLDS)
     pipelines["__default__"] = _compose(pipelines, DATA_PREP_STAGES)
     return pipelines

@@ -7,6 +7,7 @@ shapes; ARCHITECTURE.md's "Data contracts" section is the prose version.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, NotRequired, TypedDict
 
@@ -34,6 +35,40 @@ class Trajectory(TypedDict):
     success: bool
     score: float
     num_actions: int
+
+
+def make_trajectory(
+    *,
+    env: str,
+    game_id: str,
+    split: str,
+    task: str,
+    task_type: str,
+    model_id: str,
+    steps: list[Step],
+    success: bool,
+    score: float | None = None,
+    **extra: Any,
+) -> Trajectory:
+    """The one way a trajectory record is built (expert logs, student rollouts, evaluation).
+
+    ``score`` defaults to 1.0 for a success and 0.0 otherwise (worlds with graded rewards,
+    like WebShop, pass their own); ``num_actions`` is the number of steps; ``extra`` fields
+    (sampling settings, iteration, an expert's error) follow the contract's keys.
+    """
+    return {  # type: ignore[typeddict-item]
+        "env": env,
+        "game_id": game_id,
+        "split": split,
+        "task": task,
+        "task_type": task_type,
+        "model_id": model_id,
+        "steps": steps,
+        "success": bool(success),
+        "score": float(score) if score is not None else (1.0 if success else 0.0),
+        "num_actions": len(steps),
+        **extra,
+    }
 
 
 class CorrectedStep(TypedDict):
@@ -83,6 +118,16 @@ KALM_KEYS: tuple[str, ...] = (
     "goals",
 )
 """Arrays of a KALM offline dataset (N episodes × T steps)."""
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One episode to play: how to build its environment and how to label its trajectory."""
+
+    game_id: str
+    make_env: Callable[[], Any]
+    split: str = "train"
+    task_type: str = ""
 
 
 @dataclass(frozen=True)

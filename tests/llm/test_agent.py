@@ -114,9 +114,7 @@ def test_resumed_rollout_equals_uninterrupted(tiny, tmp_path):
     assert resumed == reference
 
 
-def test_task_from_observation():
-    assert (
-        task_from_observation("room.\n\nYour task is to: put a mug in sink.\n")
-        == "put a mug in sink."
-    )
+def test_task_from_observation_is_the_last_line_of_a_world_without_its_own_task():
+    assert task_from_observation("room.\n\nopen the blue box.\n") == "open the blue box."
     assert task_from_observation("i need red shoes") == "i need red shoes"
+    assert task_from_observation("  \n") == ""

@@ -10,25 +10,16 @@ Nothing here imports an environment package.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from leap_kalm.llm.generation import EpisodeGenerator
 from leap_kalm.llm.parsing import count_repairs, parse_answer
 from leap_kalm.llm.prompts import build_student_messages
+from leap_kalm.schemas import EpisodeSpec, Trajectory, make_trajectory
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class EpisodeSpec:
-    """What to play: how to build the environment and how to label the trajectory."""
-
-    game_id: str
-    make_env: Callable[[], Any]
-    split: str = "train"
-    task_type: str = ""
 
 
 @dataclass
@@ -42,11 +33,10 @@ class StudentSettings:
 
 
 def task_from_observation(observation: str) -> str:
-    """ALFWorld-style ``Your task is to: ...`` line, or the whole first observation."""
-    marker = "Your task is to:"
-    if marker in observation:
-        return observation.split(marker, 1)[1].strip().splitlines()[0].strip()
-    return observation.strip().splitlines()[-1] if observation.strip() else ""
+    """The last non-empty line of a first observation: the fallback task of a world whose
+    ``info`` has no ``task`` (registered worlds put their own parsed task there)."""
+    lines = [line.strip() for line in observation.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 class StudentPolicy:
@@ -151,19 +141,17 @@ def roll_out(
 
 def _trajectory(
     ep: dict[str, Any], env_name: str, policy: StudentPolicy, extra: dict[str, Any] | None
-) -> dict[str, Any]:
+) -> Trajectory:
     spec: EpisodeSpec = ep["spec"]
-    return {
-        "env": env_name,
-        "game_id": spec.game_id,
-        "split": spec.split,
-        "task": ep["task"],
-        "task_type": spec.task_type,
-        "model_id": policy.model_id,
-        "steps": ep["steps"],
-        "success": ep["won"],
-        "score": 1.0 if ep["won"] else 0.0,
-        "num_actions": len(ep["steps"]),
-        "sampling": asdict(policy.generator.sampling),
+    return make_trajectory(
+        env=env_name,
+        game_id=spec.game_id,
+        split=spec.split,
+        task=ep["task"],
+        task_type=spec.task_type,
+        model_id=policy.model_id,
+        steps=ep["steps"],
+        success=ep["won"],
+        sampling=asdict(policy.generator.sampling),
         **(extra or {}),
-    }
+    )

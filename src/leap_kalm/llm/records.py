@@ -148,3 +148,16 @@ def aggregate_dagger(
         chosen = sorted(rng.sample(range(len(records)), smallest))
         out.extend({**records[i], "iteration_source": index} for i in chosen)
     return out
+
+
+def dagger_training_set(
+    pool: Sequence[dict[str, Any]], iteration: int, seed: int, val_fraction: float
+) -> list[dict[str, Any]]:
+    """Iteration ``iteration``'s training records from the DAgger pool: iterations
+    ``0..iteration`` aggregated (:func:`aggregate_dagger`, seed ``seed + iteration``) and
+    split by trajectory (:func:`split_by_trajectory`, seed ``seed``); each record carries
+    ``split`` (``train``/``val``)."""
+    by_iteration = [[r for r in pool if r["iteration"] == i] for i in range(iteration + 1)]
+    merged = aggregate_dagger(by_iteration, seed=seed + iteration)
+    train, val = split_by_trajectory(merged, val_fraction, seed=seed)
+    return [{**r, "split": "train"} for r in train] + [{**r, "split": "val"} for r in val]

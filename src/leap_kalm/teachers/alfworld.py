@@ -169,9 +169,13 @@ class ScriptedAlfWorldTeacher:
     Attributes:
         realizability: Percentage (0–100) of corrected reasons allowed to reveal the
             privileged location of the target object (0 = LEAP's hint-only teacher).
+        game_paths: ``game_id`` → ``game.tw-pddl`` of every game it may correct (the
+            planner replays the student's actions in the game itself).
     """
 
     realizability: float = 0.0
+    game_paths: dict[str, str] = field(default_factory=dict)
+    kind: str = "scripted"
 
     def __post_init__(self) -> None:
         if not 0 <= self.realizability <= 100:
@@ -185,12 +189,20 @@ class ScriptedAlfWorldTeacher:
             trajectory, privileged, [s["action"] for s in steps], [None] * len(steps)
         )
 
-    def correct(
-        self, trajectory: dict[str, Any], privileged: dict[str, Any], game_path: str
-    ) -> Correction:
+    def usage(self) -> dict[str, Any]:
+        """A scripted teacher spends no tokens."""
+        return {}
+
+    def correct(self, trajectory: dict[str, Any], privileged: dict[str, Any]) -> Correction:
         """Correct every step of a failed student trajectory (see module docstring)."""
+        game = trajectory["game_id"]
+        if game not in self.game_paths:
+            raise KeyError(
+                f"the scripted ALFWorld teacher has no game file for {game!r}: build it with "
+                "the games index that holds the trajectory's game (make_teacher(..., games=...))"
+            )
         steps = trajectory["steps"]
-        plans = replay_plans(game_path, [s["action"] for s in steps])
+        plans = replay_plans(self.game_paths[game], [s["action"] for s in steps])
         chosen = []
         for step, plan in zip(steps, plans, strict=True):
             best = self._admissible(plan[0], step["candidate_actions"]) if plan else None

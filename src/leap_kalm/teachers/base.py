@@ -22,7 +22,15 @@ class CorrectionError(ValueError):
 
 
 class Teacher(Protocol):
-    """What ``annotate`` and ``correct`` need from a teacher."""
+    """What ``annotate`` and ``correct`` need from a teacher; every teacher implements it
+    and ``leap_kalm.teachers.make_teacher`` builds them.
+
+    Attributes:
+        kind: The registry name it was built under (``scripted``, ``llm``), recorded in
+            the annotated logs and corrections.
+    """
+
+    kind: str
 
     def annotate(self, trajectory: dict[str, Any], privileged: dict[str, Any]) -> list[str]:
         """A causal reason for every step of an expert trajectory."""
@@ -30,6 +38,10 @@ class Teacher(Protocol):
 
     def correct(self, trajectory: dict[str, Any], privileged: dict[str, Any]) -> Correction:
         """Corrected reason and action for every step of a failed student trajectory."""
+        ...
+
+    def usage(self) -> dict[str, Any]:
+        """Tokens and requests spent so far (empty for teachers that call no model)."""
         ...
 
 

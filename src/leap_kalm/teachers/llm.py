@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,58 @@ def extract_json_object(text: str) -> dict[str, Any]:
     return value
 
 
+def _corrected_step(t: int, entry: Any, step: dict[str, Any]) -> dict[str, Any]:
+    """One reply entry as a corrected step; its action repaired onto the step's candidates."""
+    if (
+        not isinstance(entry, dict)
+        or "corrected_action" not in entry
+        or "corrected_reason" not in entry
+    ):
+        raise CorrectionError(f"entry {t} lacks corrected_reason or corrected_action")
+    action, repair, _ = match_candidate(str(entry["corrected_action"]), step["candidate_actions"])
+    if repair not in ("exact", "normalized", "fuzzy"):
+        raise CorrectionError(
+            f"entry {t}: {entry['corrected_action']!r} is not one of its candidate_actions"
+        )
+    return {
+        "timestep": t,
+        "original_observation": step["observation"],
+        "original_reason": step.get("reason", ""),
+        "original_action": step["action"],
+        "corrected_reason": str(entry["corrected_reason"]),
+        "corrected_action": action,
+        "is_corrected": action != step["action"],
+    }
+
+
+def parse_correction(text: str, trajectory: dict[str, Any]) -> Correction:
+    """A teacher's JSON reply as a validated correction of ``trajectory``.
+
+    Raises:
+        CorrectionError: Saying what is wrong (no JSON, wrong number of entries, an action
+            that is not a candidate), so the teacher can be asked again with the reason.
+    """
+    steps = trajectory["steps"]
+    reply = extract_json_object(text)
+    entries = reply.get("trajectory")
+    if not isinstance(entries, list) or len(entries) != len(steps):
+        got = len(entries) if isinstance(entries, list) else "no"
+        raise CorrectionError(f"expected {len(steps)} trajectory entries, got {got}")
+    correction = {
+        "game_id": trajectory["game_id"],
+        "summary": str(reply.get("summary", "")),
+        "steps": [
+            _corrected_step(t, entry, step)
+            for t, (entry, step) in enumerate(zip(entries, steps, strict=True))
+        ],
+    }
+    return validate_correction(correction, trajectory)
+
+
+def _no_rendering(state: dict[str, Any]) -> str:
+    return json.dumps(state, indent=1)
+
+
 @dataclass
 class LLMTeacher:
     """Teacher that asks a chat model (through ``leap_kalm.llm.client.ChatClient``).
@@ -49,12 +102,15 @@ class LLMTeacher:
         env: Environment name, for the prompt.
         realizability: Percentage of reasons allowed to reveal privileged facts.
         max_attempts: Replies tried before giving up on a trajectory.
+        render: The world's privileged-state renderer (text for the prompt).
     """
 
     client: Any
     env: str = "alfworld"
     realizability: float = 0.0
     max_attempts: int = 3
+    render: Callable[[dict[str, Any]], str] = _no_rendering
+    kind: str = "llm"
 
     def _ask(self, system: str, user_template: str, values: dict[str, Any], parse: Any) -> Any:
         feedback = ""
@@ -75,11 +131,13 @@ class LLMTeacher:
             f"no valid teacher reply after {self.max_attempts} attempts; last problem: {feedback}"
         )
 
-    def correct(
-        self, trajectory: dict[str, Any], privileged: dict[str, Any], privileged_text: str
-    ) -> Correction:
+    def usage(self) -> dict[str, Any]:
+        """Tokens and requests the client has spent so far."""
+        usage = getattr(self.client, "usage", None)
+        return usage.as_dict() if usage is not None else {}
+
+    def correct(self, trajectory: dict[str, Any], privileged: dict[str, Any]) -> Correction:
         """LEAP's correction of a failed trajectory, validated."""
-        steps = trajectory["steps"]
         shown = [
             {
                 "timestep": t,
@@ -88,58 +146,23 @@ class LLMTeacher:
                 "reason": s.get("reason", ""),
                 "action": s["action"],
             }
-            for t, s in enumerate(steps)
+            for t, s in enumerate(trajectory["steps"])
         ]
         system = render_template(
             "teacher_correct_system",
             env_description=ENV_DESCRIPTIONS.get(self.env, self.env),
             realizability=self.realizability,
         )
-
-        def parse(text: str) -> Correction:
-            reply = extract_json_object(text)
-            entries = reply.get("trajectory")
-            if not isinstance(entries, list) or len(entries) != len(steps):
-                got = len(entries) if isinstance(entries, list) else "no"
-                raise CorrectionError(f"expected {len(steps)} trajectory entries, got {got}")
-            out = []
-            for t, (entry, step) in enumerate(zip(entries, steps, strict=True)):
-                if (
-                    not isinstance(entry, dict)
-                    or "corrected_action" not in entry
-                    or "corrected_reason" not in entry
-                ):
-                    raise CorrectionError(f"entry {t} lacks corrected_reason or corrected_action")
-                action, repair, _ = match_candidate(
-                    str(entry["corrected_action"]), step["candidate_actions"]
-                )
-                if repair not in ("exact", "normalized", "fuzzy"):
-                    raise CorrectionError(
-                        f"entry {t}: {entry['corrected_action']!r} is not one of its candidate_actions"
-                    )
-                out.append(
-                    {
-                        "timestep": t,
-                        "original_observation": step["observation"],
-                        "original_reason": step.get("reason", ""),
-                        "original_action": step["action"],
-                        "corrected_reason": str(entry["corrected_reason"]),
-                        "corrected_action": action,
-                        "is_corrected": action != step["action"],
-                    }
-                )
-            correction = {
-                "game_id": trajectory["game_id"],
-                "summary": str(reply.get("summary", "")),
-                "steps": out,
-            }
-            return validate_correction(correction, trajectory)
-
         values = {
             "trajectory_json": json.dumps(shown, indent=1),
-            "privileged_text": privileged_text,
+            "privileged_text": self.render(privileged),
         }
-        return self._ask(system, "teacher_correct_user", values, parse)
+        return self._ask(
+            system,
+            "teacher_correct_user",
+            values,
+            lambda text: parse_correction(text, trajectory),
+        )
 
     def annotate(
         self, trajectory: dict[str, Any], privileged: dict[str, Any] | None = None

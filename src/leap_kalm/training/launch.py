@@ -21,21 +21,16 @@ from leap_kalm.schemas import ModelRef
 logger = logging.getLogger(__name__)
 
 
-def launch_training(
+def _write_job(
     method: str,
     model: ModelRef | dict[str, Any],
     records: list[dict[str, Any]],
     params: dict[str, Any],
     output_dir: str,
     num_processes: int,
-    load_kwargs: dict[str, Any] | None = None,
-    timeout: float | None = None,
-) -> ModelRef:
-    """Train with ``method`` (``sft``/``dpo``) in ``num_processes`` processes; return the saved model."""
-    import torch
-
-    if method not in ("sft", "dpo"):
-        raise ValueError(f"method must be sft or dpo, got {method!r}")
+    load_kwargs: dict[str, Any] | None,
+) -> Path:
+    """The job folder next to ``output_dir``: records as JSONL and ``job.json``."""
     job_dir = Path(output_dir).with_name(Path(output_dir).name + "-job")
     job_dir.mkdir(parents=True, exist_ok=True)
     records_path = job_dir / "records.jsonl"
@@ -53,26 +48,28 @@ def launch_training(
     }
     job_path = job_dir / "job.json"
     job_path.write_text(json.dumps(job, indent=2, default=str))
-    on_gpu = torch.cuda.is_available()
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    if not on_gpu:
-        env["ACCELERATE_USE_CPU"] = "1"
-    command = [
+    return job_path
+
+
+def _accelerate_command(job_path: Path, num_processes: int, on_gpu: bool) -> list[str]:
+    return [
         sys.executable, "-m", "accelerate.commands.launch",
         "--multi_gpu", "--num_processes", str(num_processes), "--num_machines", "1",
         "--mixed_precision", "bf16" if on_gpu else "no", "--dynamo_backend", "no",
         "--main_process_port", "0",
         "-m", "leap_kalm.training.launch", str(job_path),
     ]  # fmt: skip
-    logger.info(
-        "launching %s training in %d processes: %s", method, num_processes, " ".join(command)
-    )
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _checked_result(
+    method: str, result: Any, job_path: Path, output_dir: str, num_processes: int
+) -> ModelRef:
+    """The saved model, once exit code, result file, world size and weights all agree."""
     if result.returncode != 0:
         raise RuntimeError(
             f"{method} training under accelerate failed (exit {result.returncode}):\n{result.stderr[-4000:]}"
         )
-    done = job_dir / "result.json"
+    done = job_path.parent / "result.json"
     if not done.exists():
         raise RuntimeError(
             f"{method} training exited 0 but wrote no {done}; output:\n{result.stdout[-2000:]}"
@@ -82,10 +79,40 @@ def launch_training(
         raise RuntimeError(
             f"asked for {num_processes} processes, training ran with {outcome['world_size']}"
         )
-    weights = list(Path(output_dir).glob("*.safetensors"))
-    if not weights:
+    if not list(Path(output_dir).glob("*.safetensors")):
         raise RuntimeError(f"{method} training wrote no weights into {output_dir}")
     return ModelRef(**outcome["ref"])
+
+
+def launch_training(
+    method: str,
+    model: ModelRef | dict[str, Any],
+    records: list[dict[str, Any]],
+    params: dict[str, Any],
+    output_dir: str,
+    num_processes: int,
+    load_kwargs: dict[str, Any] | None = None,
+    timeout: float | None = None,
+) -> ModelRef:
+    """Train with a registered ``method`` in ``num_processes`` processes; return the saved model."""
+    import torch
+
+    from leap_kalm.training.runner import get_trainer
+
+    get_trainer(method)  # an unknown method fails here, not in the workers
+    job_path = _write_job(
+        method, model, records, params, output_dir, num_processes, load_kwargs
+    )
+    on_gpu = torch.cuda.is_available()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if not on_gpu:
+        env["ACCELERATE_USE_CPU"] = "1"
+    command = _accelerate_command(job_path, num_processes, on_gpu)
+    logger.info(
+        "launching %s training in %d processes: %s", method, num_processes, " ".join(command)
+    )
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    return _checked_result(method, result, job_path, output_dir, num_processes)
 
 
 def _worker(job_path: str) -> None:
@@ -93,6 +120,7 @@ def _worker(job_path: str) -> None:
     import torch.distributed as dist
 
     from leap_kalm.llm.models import load_model
+    from leap_kalm.training.runner import train_loaded
 
     job = json.loads(Path(job_path).read_text())
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -104,18 +132,9 @@ def _worker(job_path: str) -> None:
     model_spec = spec["config"] if "config" in spec else ModelRef(**spec)
     model, tokenizer = load_model(model_spec, device="cpu", **job["load_kwargs"])
     records = [json.loads(line) for line in Path(job["records"]).open(encoding="utf-8")]
-    if job["method"] == "sft":
-        from leap_kalm.training.sft import SFTParams, train_sft
-
-        ref = train_sft(
-            model, tokenizer, records, SFTParams.from_dict(job["params"]), job["output_dir"]
-        )
-    else:
-        from leap_kalm.training.dpo import DPOParams, train_dpo
-
-        ref = train_dpo(
-            model, tokenizer, records, DPOParams.from_dict(job["params"]), job["output_dir"]
-        )
+    ref = train_loaded(
+        job["method"], model, tokenizer, records, job["params"], job["output_dir"]
+    )
     rank = int(os.environ.get("RANK", "0"))
     if rank == 0:
         outcome = {

@@ -1,11 +1,10 @@
-"""A gymnasium-style ALFWorld environment on TextWorld's engine, plus a small batch runner."""
+"""A gymnasium-style ALFWorld environment on TextWorld's engine."""
 
 from __future__ import annotations
 
 import json
 import re
 import string
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from .engine import start_engine
+from .text import parse_task
 
 NOTHING_HAPPENS = "Nothing happens."
 _PUT = re.compile(r"^\s*put\s+(.+?)\s+(?:in/on|into|in|on|to)\s+(.+?)\s*$", re.IGNORECASE)
@@ -97,8 +97,7 @@ class AlfWorldEnv(gym.Env):
         self._steps = 0
         self._done = False
         obs = str(self._state["feedback"]).strip()
-        marker = "Your task is to: "
-        self.task = obs.split(marker, 1)[1].strip().rstrip(".") if marker in obs else ""
+        self.task = parse_task(obs)
         self.last_observation = obs
         return obs, self._info()
 
@@ -153,101 +152,3 @@ class AlfWorldEnv(gym.Env):
         if self._facts:
             info["facts"] = list(s["facts"])
         return info
-
-
-Policy = Callable[[Sequence[str], Sequence[dict]], Sequence[str]]
-
-
-class BatchEnv:
-    """Steps N :class:`AlfWorldEnv` games side by side (sequentially, in one process).
-
-    Finished games are frozen: their later actions are ignored and their last observation is
-    repeated, so the batch stays aligned until every game is done.
-    """
-
-    def __init__(self, envs: Sequence[AlfWorldEnv]) -> None:
-        self.envs = list(envs)
-        self.done = [False] * len(self.envs)
-        self._last: list[tuple[str, float, bool, bool, dict]] = []
-
-    @classmethod
-    def from_paths(
-        cls, game_paths: Sequence[str | Path], max_steps: int = 20, **kw: Any
-    ) -> BatchEnv:
-        return cls([AlfWorldEnv(p, max_steps=max_steps, **kw) for p in game_paths])
-
-    def __len__(self) -> int:
-        return len(self.envs)
-
-    def reset(self, seed: int | None = None) -> tuple[list[str], list[dict]]:
-        out = [
-            env.reset(seed=None if seed is None else seed + i) for i, env in enumerate(self.envs)
-        ]
-        self.done = [False] * len(self.envs)
-        self._last = [(obs, 0.0, False, False, info) for obs, info in out]
-        return [o for o, _ in out], [i for _, i in out]
-
-    def step(
-        self, actions: Sequence[str]
-    ) -> tuple[list[str], list[float], list[bool], list[bool], list[dict]]:
-        if len(actions) != len(self.envs):
-            raise ValueError(f"expected {len(self.envs)} actions, got {len(actions)}")
-        for i, (env, action) in enumerate(zip(self.envs, actions, strict=True)):
-            if self.done[i]:
-                obs, _, term, trunc, info = self._last[i]
-                self._last[i] = (obs, 0.0, term, trunc, info)
-                continue
-            self._last[i] = env.step(action)
-            self.done[i] = self._last[i][2] or self._last[i][3]
-        obs, rew, term, trunc, infos = (list(x) for x in zip(*self._last, strict=True))
-        return obs, rew, term, trunc, infos
-
-    def close(self) -> None:
-        for env in self.envs:
-            env.close()
-
-
-def run_batch(
-    envs: Sequence[AlfWorldEnv] | BatchEnv,
-    policy_fn: Policy,
-    max_steps: int | None = None,
-) -> list[dict[str, Any]]:
-    """Play every game to the end with ``policy_fn(observations, infos) -> actions``.
-
-    Returns one record per game: ``{game_id, task, task_type, steps: [{observation,
-    candidate_actions, action}], success, score, num_actions}``.
-    """
-    batch = envs if isinstance(envs, BatchEnv) else BatchEnv(envs)
-    obs, infos = batch.reset()
-    records = [
-        {
-            "game_id": e.game_id,
-            "task": e.task,
-            "task_type": e.task_type,
-            "steps": [],
-            "success": False,
-            "score": 0.0,
-            "num_actions": 0,
-        }
-        for e in batch.envs
-    ]
-    cap = max_steps or max(e.max_steps for e in batch.envs)
-    for _ in range(cap):
-        if all(batch.done):
-            break
-        actions = list(policy_fn(obs, infos))
-        for i, rec in enumerate(records):
-            if not batch.done[i]:
-                rec["steps"].append(
-                    {
-                        "observation": obs[i],
-                        "candidate_actions": list(infos[i]["admissible_commands"]),
-                        "action": actions[i],
-                    }
-                )
-        obs, rewards, _, _, infos = batch.step(actions)
-        for i, rec in enumerate(records):
-            rec["success"] = rec["success"] or bool(infos[i]["won"])
-            rec["score"] = 1.0 if rec["success"] else 0.0
-            rec["num_actions"] = len(rec["steps"])
-    return records

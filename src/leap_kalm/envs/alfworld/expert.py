@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from leap_kalm.schemas import Trajectory, make_trajectory
 
 from .env import AlfWorldEnv
 
@@ -33,7 +34,7 @@ class HandcodedExpert:
     Call :meth:`reset` with the game path and the initial observation, then :meth:`act` with
     the engine state after each step. The expert draws from Python's global ``random``; it is
     seeded per episode (and the global state restored afterwards) by
-    :func:`collect_expert_trajectories`.
+    :func:`run_expert_episode`.
     """
 
     def __init__(self, expert_type: str = "handcoded", max_steps: int = 200) -> None:
@@ -70,7 +71,7 @@ class HandcodedExpert:
 
 def run_expert_episode(
     game_path: str | Path, max_steps: int = 50, seed: int = 0, split: str = "train"
-) -> dict[str, Any]:
+) -> Trajectory:
     """Play one game with the handcoded expert; returns a trajectory record (never raises for
     expert failures: those end the episode with ``success`` False and an ``error`` field)."""
     from alfworld.agents.expert import HandCodedAgentFailed, HandCodedAgentTimeout
@@ -105,53 +106,15 @@ def run_expert_episode(
     finally:
         random.setstate(saved)
         env.close()
-    traj = env.traj_data
-    record = {
-        "env": "alfworld",
-        "game_id": env.game_id,
-        "split": split,
-        "task": env.task,
-        "task_type": traj["task_type"],
-        "model_id": MODEL_ID,
-        "steps": steps,
-        "success": won,
-        "score": 1.0 if won else 0.0,
-        "num_actions": len(steps),
-    }
-    if error:
-        record["error"] = error
-    return record
-
-
-def collect_expert_trajectories(
-    game_paths: Sequence[str | Path],
-    max_steps: int = 50,
-    split: str = "train",
-    seed: int = 0,
-    show_progress: bool = True,
-) -> list[dict[str, Any]]:
-    """Run alfworld's handcoded expert (with the move/put workaround) on every game.
-
-    Args:
-        game_paths: ``game.tw-pddl`` files.
-        max_steps: step cap per game.
-        split: split name recorded in each trajectory.
-        seed: the expert's tie-breaking randomness; game ``i`` uses ``seed + i``.
-        show_progress: draw a ``rich`` progress bar.
-
-    Returns:
-        One trajectory per game, in order, failures included (``success`` False).
-    """
-    from rich.progress import Progress
-
-    records: list[dict[str, Any]] = []
-    with Progress(disable=not show_progress, transient=True) as progress:
-        task = progress.add_task("handcoded expert", total=len(game_paths))
-        for i, path in enumerate(game_paths):
-            records.append(
-                run_expert_episode(path, max_steps=max_steps, seed=seed + i, split=split)
-            )
-            progress.advance(task)
-    wins = sum(r["success"] for r in records)
-    logger.info("handcoded expert won %d/%d games (%s)", wins, len(records), split)
-    return records
+    extra = {"error": error} if error else {}
+    return make_trajectory(
+        env="alfworld",
+        game_id=env.game_id,
+        split=split,
+        task=env.task,
+        task_type=env.traj_data["task_type"],
+        model_id=MODEL_ID,
+        steps=steps,
+        success=won,
+        **extra,
+    )

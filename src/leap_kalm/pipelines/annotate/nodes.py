@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from leap_kalm.pipelines.leap_common import LeapParams, TeacherAdapter, TeacherParams
+from leap_kalm.pipelines.params import LeapParams
 from leap_kalm.progress import track
+from leap_kalm.teachers import make_teacher
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ def annotate_expert_logs(
         The annotated trajectories, with the teacher recorded in ``annotated_by``.
     """
     config = LeapParams.from_dict(leap_params)
-    teacher = TeacherAdapter(config.env, TeacherParams.from_dict(teacher_params))
+    teacher = make_teacher(config.env, teacher_params)
     privileged = {p["game_id"]: p for p in privileged_states}
     wins = [t for t in expert_logs if t["success"]]
     logger.info(
@@ -38,5 +39,5 @@ def annotate_expert_logs(
             {**step, "reason": reason}
             for step, reason in zip(trajectory["steps"], reasons, strict=True)
         ]
-        annotated.append({**trajectory, "steps": steps, "annotated_by": teacher.config.kind})
+        annotated.append({**trajectory, "steps": steps, "annotated_by": teacher.kind})
     return annotated

@@ -3,11 +3,11 @@
 from kedro.pipeline import Pipeline, node
 
 from leap_kalm.pipelines.annotate.nodes import annotate_expert_logs
-from leap_kalm.pipelines.leap_common_pipeline import per_leap_env
+from leap_kalm.pipelines.namespaces import per_leap_world
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    return per_leap_env(
+    return per_leap_world(
         Pipeline(
             [
                 node(

@@ -7,12 +7,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from leap_kalm.pipelines.leap_common import (
-    LeapParams,
-    episode_specs,
-    model_id_of,
-    model_load_kwargs,
-)
+from leap_kalm.envs.registry import episode_specs
+from leap_kalm.pipelines.leap_iteration import trained_student
+from leap_kalm.pipelines.params import LeapParams
 from leap_kalm.progress import track
 from leap_kalm.schemas import ModelRef
 
@@ -25,15 +22,7 @@ def select_student(
     student_sft: ModelRef, student_dpo: ModelRef, leap_params: dict[str, Any]
 ) -> ModelRef:
     """The student this iteration trained (SFT or DPO); the other one is a skipped marker."""
-    config = LeapParams.from_dict(leap_params)
-    chosen = (
-        student_sft
-        if config.train_method == "sft" or student_dpo.kind == "skipped"
-        else student_dpo
-    )
-    if chosen.kind == "skipped":
-        raise ValueError(f"no student was trained this iteration ({chosen.meta})")
-    return chosen
+    return trained_student(student_sft, student_dpo, LeapParams.from_dict(leap_params).train_method)
 
 
 def evaluate_student(
@@ -47,11 +36,9 @@ def evaluate_student(
     config = LeapParams.from_dict(leap_params)
 
     def produce(done: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        from leap_kalm.llm.agent import StudentPolicy, StudentSettings, roll_out
-        from leap_kalm.llm.generation import EpisodeGenerator, SamplingParams
-        from leap_kalm.llm.models import load_model
+        from leap_kalm.llm.agent import StudentSettings, roll_out
+        from leap_kalm.llm.student import load_student_policy
 
-        ref = student
         finished = {t["game_id"] for t in done}
         specs = [
             s
@@ -59,19 +46,13 @@ def evaluate_student(
             for s in episode_specs(config.env, games, split, config.eval_max_steps)
             if s.game_id not in finished
         ]
-        model, tokenizer = load_model(ref, merge_adapter=True, **model_load_kwargs(model_params))
-        sampling = SamplingParams.from_dict({"seed": config.seed, **config.eval_sampling})
+        sampling = {"seed": config.seed, **config.eval_sampling}
         settings = StudentSettings(
             config.env, config.history_window, config.eval_max_steps, config.batch_size
         )
-        policy = StudentPolicy(
-            EpisodeGenerator(model, tokenizer, sampling), settings, model_id_of(ref)
-        )
-        yield from track(
-            roll_out(specs, policy, config.env, {"iteration": iteration}),
-            "evaluation",
-            total=len(specs),
-        )
+        policy = load_student_policy(student, model_params, sampling, settings)
+        rollouts = roll_out(specs, policy, config.env, {"iteration": iteration})
+        yield from track(rollouts, "evaluation", total=len(specs))
         logger.info("evaluation repairs: %s", policy.repair_counts())
 
     return produce

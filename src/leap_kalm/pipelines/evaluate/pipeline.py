@@ -8,11 +8,11 @@ from leap_kalm.pipelines.evaluate.nodes import (
     select_student,
     summarize_evaluation,
 )
-from leap_kalm.pipelines.leap_common_pipeline import per_leap_env
+from leap_kalm.pipelines.namespaces import per_leap_world
 
 
 def create_leap_evaluation() -> Pipeline:
-    return per_leap_env(
+    return per_leap_world(
         Pipeline(
             [
                 node(

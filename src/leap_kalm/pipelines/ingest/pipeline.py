@@ -1,50 +1,58 @@
-"""`ingest` pipeline: environment data in, expert logs (LEAP) and offline datasets (KALM) out."""
+"""`ingest` pipeline: each world's data in; expert logs (text worlds) and KALM offline data out."""
 
 from kedro.pipeline import Pipeline, node, pipeline
 
 from leap_kalm.pipelines.ingest.nodes import (
-    collect_alfworld_expert_logs,
+    collect_expert_logs,
     generate_kalm_offline_data,
-    prepare_alfworld_games,
+    prepare_games,
     summarize_kalm_offline_data,
 )
+from leap_kalm.pipelines.namespaces import KALM_WORLDS, LEAP_WORLDS, for_world
 
-KALM_ENVS = ("clevr", "metaworld")
 
-
-def create_kalm_ingest(env: str) -> Pipeline:
-    """Scripted-policy offline data in KALM's format (npy and hdf5), validated and summarised."""
+def create_text_ingest(world: str) -> Pipeline:
+    """A text world's games index and scripted-expert logs (resumable)."""
     return pipeline(
         [
             node(
-                generate_kalm_offline_data,
-                "params:ingest",
-                ["kalm_offline", "kalm_offline_hdf5"],
-                name="generate_offline_data_node",
+                for_world(prepare_games, world), "params:ingest", "games", name="prepare_games_node"
             ),
             node(
-                summarize_kalm_offline_data,
-                ["kalm_offline", "params:ingest"],
-                "kalm_offline_summary",
-                name="summarize_offline_data_node",
-            ),
-        ],
-        namespace=env,
-    )
-
-
-def create_pipeline(**kwargs) -> Pipeline:
-    """ALFWorld games and expert logs (LEAP); CLEVR and Meta-World offline data (KALM)."""
-    alfworld = pipeline(
-        [
-            node(prepare_alfworld_games, "params:ingest", "games", name="prepare_games_node"),
-            node(
-                collect_alfworld_expert_logs,
+                for_world(collect_expert_logs, world),
                 ["games", "params:ingest"],
                 "expert_logs",
                 name="collect_expert_logs_node",
             ),
         ],
-        namespace="alfworld",
+        namespace=world,
     )
-    return alfworld + sum((create_kalm_ingest(env) for env in KALM_ENVS), Pipeline([]))
+
+
+def create_kalm_ingest(world: str) -> Pipeline:
+    """Scripted-policy offline data in KALM's format (npy and hdf5), validated and summarised."""
+    return pipeline(
+        [
+            node(
+                for_world(generate_kalm_offline_data, world),
+                "params:ingest",
+                ["kalm_offline", "kalm_offline_hdf5"],
+                name="generate_offline_data_node",
+            ),
+            node(
+                for_world(summarize_kalm_offline_data, world),
+                "kalm_offline",
+                "kalm_offline_summary",
+                name="summarize_offline_data_node",
+            ),
+        ],
+        namespace=world,
+    )
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    """Every registered world's ingest: text worlds (LEAP), then KALM worlds."""
+    return sum(
+        [create_text_ingest(w) for w in LEAP_WORLDS] + [create_kalm_ingest(w) for w in KALM_WORLDS],
+        Pipeline([]),
+    )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from leap_kalm.pipelines.leap_common import LeapParams, privileged_state_for
+from leap_kalm.envs.registry import get_world
+from leap_kalm.pipelines.params import LeapParams
 from leap_kalm.progress import track
 
 
@@ -21,7 +22,6 @@ def compute_privileged_states(
         One record per train game, keyed by ``game_id``.
     """
     config = LeapParams.from_dict(params)
+    world = get_world(config.env, "text")
     train = [g for g in games if g["split"] == "train"]
-    return [
-        privileged_state_for(config.env, g) for g in track(train, f"{config.env} privileged states")
-    ]
+    return [world.privileged_state(g) for g in track(train, f"{config.env} privileged states")]

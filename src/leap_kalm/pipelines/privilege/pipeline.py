@@ -2,12 +2,12 @@
 
 from kedro.pipeline import Pipeline, node
 
-from leap_kalm.pipelines.leap_common_pipeline import per_leap_env
+from leap_kalm.pipelines.namespaces import per_leap_world
 from leap_kalm.pipelines.privilege.nodes import compute_privileged_states
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    return per_leap_env(
+    return per_leap_world(
         Pipeline(
             [
                 node(

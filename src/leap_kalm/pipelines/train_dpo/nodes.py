@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from leap_kalm.pipelines.leap_common import LeapParams, train_student
+from leap_kalm.pipelines.leap_iteration import skip_reason, skipped, train_iteration_student
+from leap_kalm.pipelines.params import LeapParams
 from leap_kalm.schemas import ModelRef
 
 logger = logging.getLogger(__name__)
@@ -39,14 +40,10 @@ def train_dpo_student(
         (always at iteration 0, which has no corrections yet).
     """
     config = LeapParams.from_dict(leap_params)
-    if config.train_method != "dpo" or iteration == 0:
-        why = (
-            "iteration 0 is behaviour cloning"
-            if iteration == 0
-            else f"train_method is {config.train_method}"
-        )
-        return ModelRef(path="", kind="skipped", meta={"reason": why})
-    load_kwargs = {"merge_adapter": True, "trainable": True}
-    return train_student(
-        "dpo", dpo_pairs, previous_student, dpo_params, config, model_params, iteration, load_kwargs
-    )
+    reason = skip_reason("dpo", config.train_method, iteration)
+    if reason:
+        return skipped(reason)
+    return train_iteration_student(
+        "dpo", dpo_pairs, previous_student, dpo_params, config.seed, model_params, iteration,
+        {"merge_adapter": True, "trainable": True},
+    )  # fmt: skip

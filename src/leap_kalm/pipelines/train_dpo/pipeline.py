@@ -2,12 +2,12 @@
 
 from kedro.pipeline import Pipeline, node
 
-from leap_kalm.pipelines.leap_common_pipeline import per_leap_env
+from leap_kalm.pipelines.namespaces import per_leap_world
 from leap_kalm.pipelines.train_dpo.nodes import build_dpo_pairs, train_dpo_student
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    return per_leap_env(
+    return per_leap_world(
         Pipeline(
             [
                 node(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from leap_kalm.pipelines.leap_common import LeapParams, train_student
+from leap_kalm.pipelines.leap_iteration import skip_reason, skipped, train_iteration_student
+from leap_kalm.pipelines.params import LeapParams
 from leap_kalm.schemas import ModelRef
 
 logger = logging.getLogger(__name__)
@@ -29,34 +30,23 @@ def build_sft_records(
     Returns:
         ``(records, pool)``: records carry ``split`` (train/val) and ``iteration``.
     """
-    from leap_kalm.llm.records import (
-        aggregate_dagger,
-        sft_records_from_corrections,
-        sft_records_from_trajectories,
-        split_by_trajectory,
-    )
+    from leap_kalm.llm import records as make
 
     config = LeapParams.from_dict(leap_params)
     if iteration == 0:
-        new = sft_records_from_trajectories(annotated_logs, config.env, config.history_window)
+        new = make.sft_records_from_trajectories(annotated_logs, config.env, config.history_window)
     else:
-        new = sft_records_from_corrections(rollouts, corrections, config.env, config.history_window)
-    pool = [r for r in previous_pool if r["iteration"] < iteration] + [
-        {**r, "iteration": iteration} for r in new
-    ]
-    by_iteration = [[r for r in pool if r["iteration"] == i] for i in range(iteration + 1)]
-    merged = aggregate_dagger(by_iteration, seed=config.seed + iteration)
-    train, val = split_by_trajectory(merged, config.val_fraction, seed=config.seed)
+        new = make.sft_records_from_corrections(
+            rollouts, corrections, config.env, config.history_window
+        )
+    pool = [r for r in previous_pool if r["iteration"] < iteration]
+    pool += [{**r, "iteration": iteration} for r in new]
+    records = make.dagger_training_set(pool, iteration, config.seed, config.val_fraction)
+    n_train = sum(r["split"] == "train" for r in records)
     logger.info(
-        "SFT iteration %d: %d new records, pool %d, aggregated %d (train %d / val %d)",
-        iteration,
-        len(new),
-        len(pool),
-        len(merged),
-        len(train),
-        len(val),
+        "SFT iteration %d: %d new records, pool %d, training on %d (train %d / val %d)",
+        *(iteration, len(new), len(pool), len(records), n_train, len(records) - n_train),
     )
-    records = [{**r, "split": "train"} for r in train] + [{**r, "split": "val"} for r in val]
     return records, pool
 
 
@@ -72,22 +62,15 @@ def train_sft_student(
 
     Returns:
         The trained adapter (moved into the catalog), or a *skipped* marker when this
-        iteration trains with DPO instead (iteration 0 is always behaviour cloning with SFT). ``num_processes > 1`` in the SFT parameters
+        iteration trains with DPO instead. ``num_processes > 1`` in the SFT parameters
         trains under ``accelerate launch`` (several GPUs, or CPU processes with gloo).
     """
     config = LeapParams.from_dict(leap_params)
-    if config.train_method != "sft" and iteration > 0:
-        return ModelRef(
-            path="", kind="skipped", meta={"reason": f"train_method is {config.train_method}"}
-        )
+    reason = skip_reason("sft", config.train_method, iteration)
+    if reason:
+        return skipped(reason)
     train = [r for r in sft_records if r["split"] == "train"]
-    return train_student(
-        "sft",
-        train,
-        previous_student,
-        sft_params,
-        config,
-        model_params,
-        iteration,
+    return train_iteration_student(
+        "sft", train, previous_student, sft_params, config.seed, model_params, iteration,
         {"trainable": True},
-    )
+    )  # fmt: skip

@@ -1,0 +1,114 @@
+"""The stages' parameter dataclasses: each node maps its YAML block onto one of these on
+its first line (``LeapParams.from_dict(params)``), and unknown keys are named errors.
+
+Trainer settings live with their trainers (``leap_kalm.training``), teacher settings with
+the teacher factory (``leap_kalm.teachers.TeacherParams``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from leap_kalm.schemas import ConfigMixin
+
+TRAIN_METHODS = ("sft", "dpo")
+
+
+@dataclass
+class LeapParams(ConfigMixin):
+    """One LEAP iteration's settings (``<world>.leap`` in ``parameters_leap.yml``).
+
+    Attributes:
+        env: Text world name (``alfworld``).
+        train_method: ``sft`` (DAgger-style aggregation) or ``dpo`` (corrected vs original).
+        history_window: Earlier steps shown in the student's prompt (``null``: all).
+        rollout_max_steps: Step cap of training rollouts (LEAP: 20).
+        eval_max_steps: Step cap of evaluation rollouts (LEAP: 30).
+        n_rollout_games: Train games rolled out per iteration (``null``: all).
+        batch_size: Episodes decoded together.
+        sampling: Rollout sampling settings (``SamplingParams``).
+        eval_sampling: Evaluation sampling settings (greedy by default).
+        eval_splits: Splits evaluated.
+        val_fraction: Share of trajectories held out from SFT training.
+        seed: Seed for subsampling and sampling.
+    """
+
+    env: str = "alfworld"
+    train_method: str = "sft"
+    history_window: int | None = 2
+    rollout_max_steps: int = 20
+    eval_max_steps: int = 30
+    n_rollout_games: int | None = None
+    batch_size: int = 8
+    sampling: dict[str, Any] = field(
+        default_factory=lambda: {"temperature": 0.7, "top_p": 0.95, "max_new_tokens": 80}
+    )
+    eval_sampling: dict[str, Any] = field(
+        default_factory=lambda: {"temperature": 0.0, "max_new_tokens": 80}
+    )
+    eval_splits: list[str] = field(default_factory=lambda: ["valid_seen", "valid_unseen"])
+    val_fraction: float = 0.15
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.train_method not in TRAIN_METHODS:
+            raise ValueError(
+                f"leap.train_method must be one of {TRAIN_METHODS}, got {self.train_method!r}"
+            )
+
+
+@dataclass
+class TextIngestParams(ConfigMixin):
+    """Where a text world's games come from and how many expert logs to record
+    (``<world>.ingest``).
+
+    Attributes:
+        source: ``generated`` (made offline) or ``real`` (the official data).
+        data_dir: Official data root for ``real`` (``null``: the world's own default).
+        games_dir: Where generated games are written (the equivalent of a download folder).
+        n_games: Games per split when generating; with ``real``, a cap (``null``: all).
+        seed: Generation seed.
+        expert_max_steps: Step cap for the scripted expert.
+    """
+
+    source: str = "generated"
+    data_dir: str | None = None
+    games_dir: str = "data/01_raw/alfworld/generated"
+    n_games: dict[str, int | None] = field(
+        default_factory=lambda: {"train": 60, "valid_seen": 12, "valid_unseen": 12}
+    )
+    seed: int = 0
+    expert_max_steps: int = 50
+
+    def __post_init__(self) -> None:
+        if self.source not in ("generated", "real"):
+            raise ValueError(f"ingest: source must be 'generated' or 'real', got {self.source!r}")
+
+
+AlfWorldIngestParams = TextIngestParams
+
+
+@dataclass
+class KalmIngestParams(ConfigMixin):
+    """Scripted-policy offline data for a KALM world (``<world>.ingest``).
+
+    Attributes:
+        n_episodes: Episodes (CLEVR-Robot).
+        tasks: Tasks (Meta-World: KALM names, mapped onto v3); ``null`` = the level's list.
+        n_per_task: Episodes per task (Meta-World).
+        level: Goal level of the data (``real`` for training data).
+        horizon: Episode length ``T`` (``null``: the world's default).
+        noise: Random-action probabilities; each episode draws one (``null``: the default).
+        n_instructions: Paraphrases ``K`` per episode.
+        seed: Seed of scenes, goals, policy noise.
+    """
+
+    n_episodes: int = 1000
+    tasks: list[str] | None = None
+    n_per_task: int = 20
+    level: str = "real"
+    horizon: int | None = None
+    noise: list[float] | None = None
+    n_instructions: int = 3
+    seed: int = 0

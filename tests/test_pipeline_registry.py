@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
-from kedro.config import OmegaConfigLoader
 from kedro.framework.project import configure_project
 from kedro.io import DataCatalog
 
@@ -22,9 +22,9 @@ def pipelines():
 
 
 def _config(env: str):
-    from leap_kalm.settings import CONFIG_LOADER_ARGS
+    from leap_kalm.settings import CONFIG_LOADER_ARGS, CONFIG_LOADER_CLASS
 
-    loader = OmegaConfigLoader(
+    loader = CONFIG_LOADER_CLASS(
         str(PROJECT / "conf"), **{**CONFIG_LOADER_ARGS, "default_run_env": env}
     )
     return loader["catalog"], loader["parameters"]
@@ -115,15 +115,21 @@ def test_catalog_factories_resolve_to_our_datasets():
 
 
 def test_iteration_comes_from_runtime_params_or_the_latest_completed(tmp_path):
-    from leap_kalm.config_resolvers import leap_next_iteration
-    from leap_kalm.settings import CONFIG_LOADER_ARGS
+    from leap_kalm.pipelines.leap_iteration import next_iteration
+    from leap_kalm.settings import CONFIG_LOADER_ARGS, CONFIG_LOADER_CLASS
 
-    assert leap_next_iteration(str(tmp_path)) == 0
+    assert next_iteration(str(tmp_path)) == 0
     for i in (0, 1):
         (tmp_path / "08_reporting" / "alfworld" / f"iter{i}").mkdir(parents=True)
         (tmp_path / "08_reporting" / "alfworld" / f"iter{i}" / "eval.json").write_text("{}")
-    assert leap_next_iteration(str(tmp_path)) == 2
-    loader = OmegaConfigLoader(
+    assert next_iteration(str(tmp_path)) == 2
+    conf = tmp_path / "conf"
+    shutil.copytree(PROJECT / "conf", conf)
+    (conf / "base" / "globals.yml").write_text(f"data_root: {tmp_path}\n")
+    latest = CONFIG_LOADER_CLASS(str(conf), **{**CONFIG_LOADER_ARGS, "default_run_env": "local"})
+    assert latest["parameters"]["leap_iteration"] == 2
+    assert "/iter2/rollouts.jsonl" in latest["catalog"]["{env}.rollouts"]["filepath"]
+    loader = CONFIG_LOADER_CLASS(
         str(PROJECT / "conf"),
         **{**CONFIG_LOADER_ARGS, "default_run_env": "local"},
         runtime_params={"leap_iteration": 3},

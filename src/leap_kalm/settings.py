@@ -1,13 +1,11 @@
 """Project settings: hooks and the config loader."""
 
-from kedro.config import OmegaConfigLoader
-
-from leap_kalm.config_resolvers import RESOLVERS
+from leap_kalm.config_resolvers import RESOLVERS, ProjectConfigLoader
 from leap_kalm.hooks import CredentialsHook, SeedingHook
 
 HOOKS = (SeedingHook(), CredentialsHook())
 
-CONFIG_LOADER_CLASS = OmegaConfigLoader
+CONFIG_LOADER_CLASS = ProjectConfigLoader
 CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",

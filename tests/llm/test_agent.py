@@ -20,9 +20,7 @@ class BoxEnv:
         self.closed = False
 
     def reset(self, seed=None):
-        return "-= Welcome =-\nYour task is to: find the coin.", {
-            "admissible_commands": self._candidates()
-        }
+        return "-= Welcome =-\nfind the coin.", {"admissible_commands": self._candidates()}
 
     def _candidates(self):
         return [f"open box {i}" for i in range(1, 5)] + ["look"]

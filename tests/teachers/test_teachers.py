@@ -4,9 +4,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from leap_kalm.teachers import CorrectionError, validate_correction
+from leap_kalm.teachers import CorrectionError, make_teacher, validate_correction
 from leap_kalm.teachers.alfworld import ScriptedAlfWorldTeacher
 from leap_kalm.teachers.llm import LLMTeacher, extract_json_object
+
+
+def _scripted(games, realizability=0):
+    """The scripted ALFWorld teacher as the pipelines build it, from a games index."""
+    from leap_kalm.envs.alfworld.env import game_id
+
+    index = [{"game_id": game_id(path), "path": path} for path, _ in games]
+    return make_teacher("alfworld", {"kind": "scripted", "realizability": realizability}, index)
 
 
 @pytest.fixture(scope="module")
@@ -38,38 +46,39 @@ def _student(path, n_steps=8, seed=0, policy="random"):
 
 
 def test_corrections_are_always_admissible(games):
-    teacher = ScriptedAlfWorldTeacher()
+    teacher = _scripted(games)
+    assert isinstance(teacher, ScriptedAlfWorldTeacher) and teacher.kind == "scripted"
     for i, (path, privileged) in enumerate(games):
         trajectory = _student(path, seed=i)
-        correction = teacher.correct(trajectory, privileged, path)
+        correction = teacher.correct(trajectory, privileged)
         validate_correction(correction, trajectory)  # raises if any action is not a candidate
         assert any(step["is_corrected"] for step in correction["steps"])
         assert trajectory["task"] in correction["summary"]
 
 
 def test_first_correction_follows_the_optimal_plan(games):
-    teacher = ScriptedAlfWorldTeacher()
+    teacher = _scripted(games)
     for path, privileged in games:
         trajectory = _student(path, n_steps=3, policy="look")  # 'look' never changes the state
-        correction = teacher.correct(trajectory, privileged, path)
+        correction = teacher.correct(trajectory, privileged)
         plan = privileged["optimal_actions"]
         assert [s["corrected_action"] for s in correction["steps"]] == [plan[0]] * 3
 
 
 def test_reasons_are_hint_only_unless_the_ablation_allows(games):
-    hint_only, revealing = ScriptedAlfWorldTeacher(0), ScriptedAlfWorldTeacher(100)
+    hint_only, revealing = _scripted(games, 0), _scripted(games, 100)
     revealed = 0
     for i, (path, privileged) in enumerate(games):
         trajectory = _student(path, seed=10 + i)
         target = next(e for e in privileged["essential_objects"] if e["role"] == "target")
-        for t, step in enumerate(hint_only.correct(trajectory, privileged, path)["steps"]):
+        for t, step in enumerate(hint_only.correct(trajectory, privileged)["steps"]):
             seen = " ".join(s["observation"] for s in trajectory["steps"][: t + 1])
             reason = step["corrected_reason"].replace(step["corrected_action"], "")
             assert "Privileged" not in reason
             assert f"is in {target['location']}" not in reason
             if target["name"] not in seen:
                 assert target["name"] not in reason, (reason, target)
-        for step in revealing.correct(trajectory, privileged, path)["steps"]:
+        for step in revealing.correct(trajectory, privileged)["steps"]:
             if step["is_corrected"]:
                 assert (
                     f"the {target['name']} is in {target['location']}" in step["corrected_reason"]
@@ -166,7 +175,8 @@ def test_llm_teacher_retries_until_the_reply_is_valid():
             "```json\n" + json.dumps(good) + "\n```",
         ]
     )
-    correction = LLMTeacher(client).correct(TRAJECTORY, {}, "the mug is on shelf 1")
+    teacher = LLMTeacher(client, render=lambda state: f"the mug is on {state['mug']}")
+    correction = teacher.correct(TRAJECTORY, {"mug": "shelf 1"})
     assert [s["corrected_action"] for s in correction["steps"]] == ["go to shelf 1", "look"]
     assert [s["is_corrected"] for s in correction["steps"]] == [True, False]
     assert len(client.requests) == 3
@@ -181,7 +191,7 @@ def test_llm_teacher_gives_up_with_a_clear_error():
     with pytest.raises(
         CorrectionError, match="no valid teacher reply after 2 attempts.*'fly' is not one of"
     ):
-        LLMTeacher(_ScriptedClient([bad, bad]), max_attempts=2).correct(TRAJECTORY, {}, "")
+        LLMTeacher(_ScriptedClient([bad, bad]), max_attempts=2).correct(TRAJECTORY, {})
 
 
 def test_llm_annotate_and_json_extraction():
@@ -213,3 +223,27 @@ def test_reasons_follow_what_the_student_has_seen(games):
                 assert f"{obj} in hand" in reason or f"The {obj} must be" in reason, reason
             if not holding and step["action"].startswith("go to "):
                 assert "in hand" not in reason, reason
+
+
+def test_make_teacher_builds_each_kind_and_names_what_is_wrong(games, monkeypatch):
+    from leap_kalm.envs.alfworld import render_privileged_state
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
+    llm = make_teacher("alfworld", {"kind": "llm", "client": {"base_url": "http://127.0.0.1:9/v1"}})
+    assert isinstance(llm, LLMTeacher) and llm.kind == "llm" and llm.usage() == llm.client.usage.as_dict()
+    privileged = games[0][1]
+    assert llm.render(privileged) == render_privileged_state(privileged)
+    with pytest.raises(ValueError, match="teacher.kind must be one of"):
+        make_teacher("alfworld", {"kind": "oracle"})
+    with pytest.raises(ValueError, match="no scripted teacher for world 'clevr'.*use teacher.kind: llm"):
+        make_teacher("clevr", {"kind": "scripted"})
+    with pytest.raises(ValueError, match="unknown keys"):
+        make_teacher("alfworld", {"kind": "scripted", "realism": 3})
+
+
+def test_scripted_teacher_names_a_game_it_was_not_given(games):
+    path, privileged = games[0]
+    trajectory = _student(path, n_steps=2)
+    with pytest.raises(KeyError, match="no game file for"):
+        make_teacher("alfworld", {"kind": "scripted"}).correct(trajectory, privileged)
+    assert _scripted(games).usage() == {}

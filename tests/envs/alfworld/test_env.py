@@ -3,9 +3,7 @@ from __future__ import annotations
 import random
 import re
 
-import pytest
-
-from leap_kalm.envs.alfworld import AlfWorldEnv, BatchEnv, normalize_command, run_batch
+from leap_kalm.envs.alfworld import AlfWorldEnv, normalize_command
 from leap_kalm.envs.alfworld.env import NOTHING_HAPPENS, read_traj_data
 
 
@@ -86,27 +84,18 @@ def test_command_cache_gives_identical_outputs(games_by_type):
         assert outs[0] == outs[1]
 
 
-def test_batch_runner_with_walkthrough_policy(games_by_type):
-    paths = [ps[0] for ps in games_by_type.values()]
-    plans = [_walkthrough(p) for p in paths]
-    batch = BatchEnv.from_paths(paths, max_steps=20)
+def test_world_surface_plays_the_walkthrough_to_a_win(games_by_type):
+    from leap_kalm.envs.registry import get_world
 
-    def policy(observations, infos):
-        return [
-            plans[i][info["steps"]] if info["steps"] < len(plans[i]) else "look"
-            for i, info in enumerate(infos)
-        ]
-
-    records = run_batch(batch, policy)
-    assert [r["success"] for r in records] == [True] * len(paths)
-    assert [r["num_actions"] for r in records] == [len(p) for p in plans]
-    step = records[0]["steps"][0]
-    assert set(step) == {"observation", "candidate_actions", "action"}
-    batch.close()
-
-
-def test_batch_length_mismatch(games_by_type):
-    batch = BatchEnv.from_paths(games_by_type["pick_and_place_simple"][:2])
-    batch.reset()
-    with pytest.raises(ValueError):
-        batch.step(["look"])
+    world = get_world("alfworld", "text")
+    for paths in games_by_type.values():
+        game = {"game_id": "g", "split": "train", "task_type": "t", "path": str(paths[0])}
+        plan = _walkthrough(paths[0])
+        env = world.make_env(game, max_steps=len(plan) + 5)
+        observation, info = env.reset()
+        assert world.parse_task(observation) == info["task"] != ""
+        for action in plan:
+            assert action in info["admissible_commands"]
+            observation, reward, terminated, truncated, info = env.step(action)
+        assert terminated and reward == 1.0 and info["won"] and not truncated
+        env.close()

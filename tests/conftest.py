@@ -9,7 +9,7 @@ os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Tests compare outputs exactly (resumed vs uninterrupted rollouts, cached vs plain
-# generation), which bf16 rounding breaks; tests/llm/test_models.py covers the bf16 choice.
+# generation), which bf16 rounding breaks; tests/llm/models/test_hardware.py covers the bf16 choice.
 os.environ.setdefault("LEAP_KALM_CPU_BF16", "0")
 
 import pytest  # noqa: E402

@@ -1,1 +1,2 @@
-"""LLM layer: model registry and loading, generation, prompts, parsing, API client."""
+"""LLM layer: models (registry, hardware, embedded/tiny, loading), the sentence encoder,
+generation, prompts, parsing, the student policy and the OpenAI-compatible client."""

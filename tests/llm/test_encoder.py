@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from leap_kalm.envs.encoder import InstructionEncoder, default_model_dir
+from leap_kalm.llm.encoder import InstructionEncoder, default_model_dir
 
 
 @pytest.fixture(scope="module")

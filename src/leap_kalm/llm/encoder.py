@@ -45,8 +45,14 @@ class InstructionEncoder:
         normalize: L2-normalise embeddings (sentence-transformers' option).
     """
 
-    def __init__(self, model_dir: str | os.PathLike | None = None, cache_path: str | os.PathLike | None = None,
-                 device: str = "cpu", batch_size: int = 64, normalize: bool = False) -> None:
+    def __init__(
+        self,
+        model_dir: str | os.PathLike | None = None,
+        cache_path: str | os.PathLike | None = None,
+        device: str = "cpu",
+        batch_size: int = 64,
+        normalize: bool = False,
+    ) -> None:
         self.model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         self.cache_path = Path(cache_path) if cache_path is not None else None
         self.device = device
@@ -82,11 +88,18 @@ class InstructionEncoder:
         texts = [str(t) for t in texts]
         todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
         if todo:
-            vecs = self.model.encode(todo, batch_size=self.batch_size, convert_to_numpy=True,
-                                     normalize_embeddings=self.normalize, show_progress_bar=False)
+            vecs = self.model.encode(
+                todo,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=self.normalize,
+                show_progress_bar=False,
+            )
             vecs = np.asarray(vecs, dtype=np.float32).reshape(len(todo), -1)
             if vecs.shape[1] != EMBEDDING_DIM:
-                raise ValueError(f"model {self.model_dir} gives {vecs.shape[1]}-d embeddings, expected {EMBEDDING_DIM}")
+                raise ValueError(
+                    f"model {self.model_dir} gives {vecs.shape[1]}-d embeddings, expected {EMBEDDING_DIM}"
+                )
             for t, v in zip(todo, vecs, strict=True):
                 self._cache[t] = v
             self.n_encoded += len(todo)
@@ -109,7 +122,9 @@ class InstructionEncoder:
         with np.load(Path(path), allow_pickle=False) as npz:
             strings, vecs = npz["strings"], npz["embeddings"]
         if vecs.ndim != 2 or vecs.shape != (len(strings), EMBEDDING_DIM):
-            raise ValueError(f"{path}: cache embeddings have shape {vecs.shape}, expected ({len(strings)}, {EMBEDDING_DIM})")
+            raise ValueError(
+                f"{path}: cache embeddings have shape {vecs.shape}, expected ({len(strings)}, {EMBEDDING_DIM})"
+            )
         for s, v in zip(strings.tolist(), vecs.astype(np.float32), strict=True):
             self._cache[str(s)] = v
         return len(strings)
@@ -121,9 +136,16 @@ class InstructionEncoder:
             raise ValueError("no cache path given")
         target.parent.mkdir(parents=True, exist_ok=True)
         strings = list(self._cache)
-        vecs = (np.stack([self._cache[s] for s in strings]) if strings
-                else np.zeros((0, EMBEDDING_DIM), dtype=np.float32))
+        vecs = (
+            np.stack([self._cache[s] for s in strings])
+            if strings
+            else np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
+        )
         width = max((len(s) for s in strings), default=1)
         with open(target, "wb") as fh:  # np.savez would append ".npz" to other suffixes
-            np.savez(fh, strings=np.array(strings, dtype=f"<U{width}"), embeddings=vecs.astype(np.float32))
+            np.savez(
+                fh,
+                strings=np.array(strings, dtype=f"<U{width}"),
+                embeddings=vecs.astype(np.float32),
+            )
         return target

@@ -33,9 +33,17 @@ def _run(project: Path, *extra: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_iteration_0_then_1(project):
-    root = project / "data" / "test"
+@pytest.fixture(scope="module")
+def two_iterations(project):
+    """Iteration 0, then a run without ``--params`` (which picks iteration 1), once per module."""
     first = _run(project)
+    second = _run(project) if first.returncode == 0 else None
+    return project, first, second
+
+
+def test_iteration_0_then_1(two_iterations):
+    project, first, second = two_iterations
+    root = project / "data" / "test"
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert (root / "08_reporting" / "alfworld" / "iter0" / "eval.json").exists()
     assert (
@@ -48,7 +56,6 @@ def test_iteration_0_then_1(project):
     assert records and {r["iteration"] for r in records} == {0}
     assert {r["split"] for r in records} == {"train", "val"}
 
-    second = _run(project)  # no --params: picks the iteration after the latest completed
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     rollouts = [
         json.loads(line) for line in (root / "07_model_output/alfworld/iter1/rollouts.jsonl").open()
@@ -118,15 +125,13 @@ def test_a_later_iteration_without_its_predecessor_fails_clearly(project):
     assert "needs the student of iteration 4" in result.stdout + result.stderr
 
 
-def test_results_notebook_runs_on_the_catalog(project):
-    """notebooks/leap_results.ipynb executes against the two iterations written above."""
+def test_results_notebook_runs_on_the_catalog(two_iterations):
+    """notebooks/leap_results.ipynb executes against the two iterations of the fixture."""
     import nbformat
     from nbclient import NotebookClient
 
-    if not (
-        project / "data" / "test" / "08_reporting" / "alfworld" / "iter1" / "eval.json"
-    ).exists():
-        pytest.skip("needs test_iteration_0_then_1 to have run first")
+    project, first, second = two_iterations
+    assert second is not None and second.returncode == 0, "the two iterations did not run"
     notebook = nbformat.read(project / "notebooks" / "leap_results.ipynb", as_version=4)
     os.environ["KEDRO_ENV"] = "test"
     try:

@@ -145,3 +145,27 @@ def save_trained(
     return ModelRef(
         path=os.path.abspath(output_dir), kind=kind, meta={"params": asdict(params), **metrics}
     )
+
+
+def fit_and_save(
+    trainer_class: Any,
+    args: Any,
+    model: Any,
+    tokenizer: Any,
+    data: Any,
+    params: Any,
+    output_dir: str,
+    merge: bool,
+) -> ModelRef:
+    """Build a trl trainer (a new LoRA per ``params``), train with completion-only scoring
+    as configured, and save (``merge``: full weights instead of the adapter)."""
+    trainer = trainer_class(
+        model=model,
+        args=args,
+        train_dataset=data,
+        processing_class=tokenizer,
+        peft_config=lora_config(params, model),
+    )
+    with completion_only_scoring(params.completion_only_scoring):
+        result = trainer.train()
+    return save_trained(trainer, tokenizer, result, params, output_dir, merge=merge)

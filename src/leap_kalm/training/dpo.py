@@ -14,9 +14,7 @@ from typing import Any
 from leap_kalm.schemas import ModelRef, PreferencePair
 from leap_kalm.training.common import (
     TrainParams,
-    completion_only_scoring,
-    lora_config,
-    save_trained,
+    fit_and_save,
     trainer_arguments,
 )
 
@@ -44,15 +42,6 @@ def train_dpo(
         raise ValueError("train_dpo: no preference pairs (did the teacher correct any step?)")
     config = DPOConfig(**trainer_arguments(params, output_dir, model), beta=params.beta)
     data = Dataset.from_list([{k: p[k] for k in ("prompt", "chosen", "rejected")} for p in pairs])
-    trainer = DPOTrainer(
-        model=model,
-        args=config,
-        train_dataset=data,
-        processing_class=tokenizer,
-        peft_config=lora_config(params, model),
-    )
-    with completion_only_scoring(params.completion_only_scoring):
-        result = trainer.train()
     # the base may itself be a merged earlier student that exists nowhere on disk:
     # save full weights so the result never depends on an unsaved base
-    return save_trained(trainer, tokenizer, result, params, output_dir, merge=True)
+    return fit_and_save(DPOTrainer, config, model, tokenizer, data, params, output_dir, merge=True)

@@ -21,33 +21,17 @@ from leap_kalm.schemas import ModelRef
 logger = logging.getLogger(__name__)
 
 
-def _write_job(
-    method: str,
-    model: ModelRef | dict[str, Any],
-    records: list[dict[str, Any]],
-    params: dict[str, Any],
-    output_dir: str,
-    num_processes: int,
-    load_kwargs: dict[str, Any] | None,
-) -> Path:
-    """The job folder next to ``output_dir``: records as JSONL and ``job.json``."""
-    job_dir = Path(output_dir).with_name(Path(output_dir).name + "-job")
+def _write_job(job: dict[str, Any], records: list[dict[str, Any]]) -> Path:
+    """The job folder next to its ``output_dir``: records as JSONL and ``job.json``."""
+    output_dir = Path(job["output_dir"])
+    job_dir = output_dir.with_name(output_dir.name + "-job")
     job_dir.mkdir(parents=True, exist_ok=True)
     records_path = job_dir / "records.jsonl"
     with records_path.open("w", encoding="utf-8") as handle:
         for record in records:
             handle.write(json.dumps(record) + "\n")
-    job = {
-        "method": method,
-        "model": model.__dict__ if isinstance(model, ModelRef) else {"config": model},
-        "records": str(records_path),
-        "params": params,
-        "output_dir": str(Path(output_dir).resolve()),
-        "num_processes": num_processes,
-        "load_kwargs": load_kwargs or {},
-    }
     job_path = job_dir / "job.json"
-    job_path.write_text(json.dumps(job, indent=2, default=str))
+    job_path.write_text(json.dumps({**job, "records": str(records_path)}, indent=2, default=str))
     return job_path
 
 
@@ -100,9 +84,15 @@ def launch_training(
     from leap_kalm.training.runner import get_trainer
 
     get_trainer(method)  # an unknown method fails here, not in the workers
-    job_path = _write_job(
-        method, model, records, params, output_dir, num_processes, load_kwargs
-    )
+    job = {
+        "method": method,
+        "model": model.__dict__ if isinstance(model, ModelRef) else {"config": model},
+        "params": params,
+        "output_dir": str(Path(output_dir).resolve()),
+        "num_processes": num_processes,
+        "load_kwargs": load_kwargs or {},
+    }
+    job_path = _write_job(job, records)
     on_gpu = torch.cuda.is_available()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     if not on_gpu:
@@ -132,9 +122,7 @@ def _worker(job_path: str) -> None:
     model_spec = spec["config"] if "config" in spec else ModelRef(**spec)
     model, tokenizer = load_model(model_spec, device="cpu", **job["load_kwargs"])
     records = [json.loads(line) for line in Path(job["records"]).open(encoding="utf-8")]
-    ref = train_loaded(
-        job["method"], model, tokenizer, records, job["params"], job["output_dir"]
-    )
+    ref = train_loaded(job["method"], model, tokenizer, records, job["params"], job["output_dir"])
     rank = int(os.environ.get("RANK", "0"))
     if rank == 0:
         outcome = {

@@ -14,9 +14,7 @@ from leap_kalm.schemas import ModelRef, SFTRecord
 from leap_kalm.training.common import (
     LoraParams,
     TrainParams,
-    completion_only_scoring,
-    lora_config,
-    save_trained,
+    fit_and_save,
     trainer_arguments,
 )
 
@@ -62,13 +60,4 @@ def train_sft(
     data = Dataset.from_list(
         [{"prompt": r["prompt"], "completion": r["completion"]} for r in records]
     )
-    trainer = SFTTrainer(
-        model=model,
-        args=config,
-        train_dataset=data,
-        processing_class=tokenizer,
-        peft_config=lora_config(params, model),
-    )
-    with completion_only_scoring(params.completion_only_scoring):
-        result = trainer.train()
-    return save_trained(trainer, tokenizer, result, params, output_dir, merge=False)
+    return fit_and_save(SFTTrainer, config, model, tokenizer, data, params, output_dir, merge=False)

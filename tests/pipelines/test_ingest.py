@@ -9,8 +9,9 @@ from kedro.runner import SequentialRunner
 from kedro_datasets.json import JSONDataset
 
 from leap_kalm.datasets import HDF5Dataset, JSONLDataset, NpyDataset
-from leap_kalm.envs.kalm_data import validate_kalm_dataset
-from leap_kalm.pipelines.ingest.nodes import AlfWorldIngestParams, summarize_kalm_offline_data
+from leap_kalm.envs.kalm_format import validate_kalm_dataset
+from leap_kalm.pipelines.ingest.nodes import prepare_games, summarize_kalm_offline_data
+from leap_kalm.pipelines.params import KalmIngestParams, TextIngestParams
 from leap_kalm.pipelines.ingest.pipeline import create_pipeline
 
 
@@ -62,22 +63,31 @@ def test_alfworld_ingest_writes_expert_logs_for_the_train_split(tmp_path):
 
 def test_real_source_without_data_says_how_to_get_it(tmp_path, monkeypatch):
     from leap_kalm.envs.alfworld import AlfWorldDataNotFoundError
-    from leap_kalm.pipelines.ingest.nodes import prepare_alfworld_games
 
     monkeypatch.delenv("ALFWORLD_DATA", raising=False)
     with pytest.raises(AlfWorldDataNotFoundError, match="ALFWORLD_DATA"):
-        prepare_alfworld_games({"source": "real"})
+        prepare_games({"source": "real"}, world="alfworld")
     with pytest.raises(ValueError, match="source must be"):
-        AlfWorldIngestParams.from_dict({"source": "download"})
+        TextIngestParams.from_dict({"source": "download"})
     with pytest.raises(ValueError, match="unknown keys"):
-        AlfWorldIngestParams.from_dict({"n_game": 3})
+        TextIngestParams.from_dict({"n_game": 3})
+    with pytest.raises(ValueError, match="unknown keys.*'env'"):
+        KalmIngestParams.from_dict({"env": "clevr"})
+
+
+def test_ingest_nodes_refuse_a_world_of_the_wrong_kind():
+    from leap_kalm.pipelines.ingest.nodes import generate_kalm_offline_data
+
+    with pytest.raises(ValueError, match="'clevr' is a kalm world, not a text world"):
+        prepare_games({}, world="clevr")
+    with pytest.raises(ValueError, match="no world called 'webshop'"):
+        generate_kalm_offline_data({}, world="webshop")
 
 
 def test_kalm_ingest_round_trips_npy_and_hdf5(tmp_path):
     params = {
-        "clevr.ingest": {"env": "clevr", "n_episodes": 8, "seed": 1, "n_instructions": 2},
+        "clevr.ingest": {"n_episodes": 8, "seed": 1, "n_instructions": 2},
         "metaworld.ingest": {
-            "env": "metaworld",
             "tasks": ["reach"],
             "n_per_task": 2,
             "horizon": 40,
@@ -113,13 +123,13 @@ def test_kalm_ingest_round_trips_npy_and_hdf5(tmp_path):
 
 def test_a_users_file_with_a_bad_shape_is_named(tmp_path):
     data = NpyDataset(filepath=str(tmp_path / "clevr.npy"), allow_pickle=True)
-    from leap_kalm.envs.kalm_data import generate_clevr_dataset
+    from leap_kalm.envs.clevr.data import generate_clevr_dataset
 
     good = generate_clevr_dataset(3, seed=0, progress=False)
     bad = {**good, "rewards": good["rewards"][:, :, 0]}
     data.save(bad)
     with pytest.raises(ValueError, match="clevr.kalm_offline.*rewards"):
-        summarize_kalm_offline_data(data.load(), {"env": "clevr"})
+        summarize_kalm_offline_data(data.load(), world="clevr")
     missing = {k: v for k, v in good.items() if k != "masks"}
     with pytest.raises(ValueError, match="masks"):
-        summarize_kalm_offline_data(missing, {"env": "clevr"})
+        summarize_kalm_offline_data(missing, world="clevr")

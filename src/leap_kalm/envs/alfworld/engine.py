@@ -25,15 +25,34 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .text import parse_task
+
 _ENGINE_CLASS: Any = None
 
 
 def _cached_env_class() -> Any:
     """Build (once) a ``PddlEnv`` subclass that memoises admissible-command texts."""
     global _ENGINE_CLASS
-    if _ENGINE_CLASS is not None:
-        return _ENGINE_CLASS
+    if _ENGINE_CLASS is None:
+        _ENGINE_CLASS = _define_cached_env_class()
+    return _ENGINE_CLASS
 
+
+def _derive_command_text(env: Any, action: Any, names: Mapping[str, str]) -> str:
+    """Derive a command's text from its grammar template in ``env``'s live PDDL state."""
+    context = {
+        "state": env._pddl_state,
+        "facts": list(env._pddl_state.facts),
+        "variables": {ph.name: env._entity_infos[var.name] for ph, var in action.mapping.items()},
+        "mapping": action.mapping,
+        "entity_infos": env._entity_infos,
+    }
+    action.command_template = env._logic.grammar.derive(action.command_template, context)
+    return action.format_command(names)
+
+
+def _define_cached_env_class() -> Any:
+    """Define :class:`CachedPddlEnv` on top of TextWorld's ``PddlEnv`` (imported lazily)."""
     from textworld.envs.pddl.pddl import PddlEnv
 
     class CachedPddlEnv(PddlEnv):
@@ -51,19 +70,7 @@ def _cached_env_class() -> Any:
             )
             text = self._command_cache.get(key)
             if text is None:
-                context = {
-                    "state": self._pddl_state,
-                    "facts": list(self._pddl_state.facts),
-                    "variables": {
-                        ph.name: self._entity_infos[var.name] for ph, var in action.mapping.items()
-                    },
-                    "mapping": action.mapping,
-                    "entity_infos": self._entity_infos,
-                }
-                action.command_template = self._logic.grammar.derive(
-                    action.command_template, context
-                )
-                text = action.format_command(names)
+                text = _derive_command_text(self, action, names)
                 self._command_cache[key] = text
             return text
 
@@ -90,8 +97,7 @@ def _cached_env_class() -> Any:
             if self.request_infos.policy_commands:
                 state["policy_commands"] = self._pddl_state.replan(self._entity_infos)
 
-    _ENGINE_CLASS = CachedPddlEnv
-    return _ENGINE_CLASS
+    return CachedPddlEnv
 
 
 def start_engine(
@@ -141,10 +147,4 @@ def read_game_file(game_path: str | Path) -> dict[str, Any]:
 
 def task_from_grammar(grammar: str) -> str:
     """The task sentence baked into a game's grammar (``Your task is to: …``)."""
-    marker = "Your task is to: "
-    start = grammar.find(marker)
-    if start < 0:
-        return ""
-    end = grammar.find('"', start)
-    text = grammar[start + len(marker) : end]
-    return text[:-1] if text.endswith(".") else text
+    return parse_task(grammar)

@@ -259,7 +259,35 @@ def _complete_spec(
     target_recs: list[str],
     lamp_rec: str | None,
 ) -> GameSpec:
+    """Finish a sampled task: pick the receptacles, place the objects, the agent and the text."""
     pose = dict(recs)
+    chosen = _choose_receptacles(task_type, rng, recs, parent, target_recs, lamp_rec)
+    objects = _place_objects(scene, rng, obj, target_recs, lamp_rec, chosen)
+    agent = _agent_location([pose[r] for r in chosen])
+    desc = _task_description(task_type, rng, obj, parent, toggle)
+    return GameSpec(
+        task_type=task_type,
+        scene=scene.number,
+        object_target=obj,
+        parent_target=parent,
+        toggle_target=toggle,
+        receptacles=[(r, pose[r]) for r in chosen],
+        objects=objects,
+        agent_location=agent,
+        task_desc=desc,
+        extra={"room_type": _room_type(scene.number)},
+    )
+
+
+def _choose_receptacles(
+    task_type: str,
+    rng: random.Random,
+    recs: list[tuple[str, tuple[float, ...]]],
+    parent: str,
+    target_recs: list[str],
+    lamp_rec: str | None,
+) -> list[str]:
+    """The game's receptacle ids, sorted: those the task needs plus random others."""
     needed: list[str] = list(dict.fromkeys(target_recs))
     if lamp_rec:
         needed.append(lamp_rec)
@@ -273,17 +301,34 @@ def _complete_spec(
     rest = [r for r, _ in recs if r not in needed]
     rng.shuffle(rest)
     k = rng.randint(MIN_RECEPTACLES, MAX_RECEPTACLES)
-    chosen = sorted(needed + rest[: max(0, k - len(needed))])
+    return sorted(needed + rest[: max(0, k - len(needed))])
 
+
+def _place_objects(
+    scene: Scene,
+    rng: random.Random,
+    obj: str,
+    target_recs: list[str],
+    lamp_rec: str | None,
+    chosen: list[str],
+) -> list[_Placed]:
+    """The target objects, the lamp (if any), then distractors in the chosen receptacles."""
     taken: set[str] = set()
     objects = [_Placed(_object_id(obj, r, rng, taken), obj, r) for r in target_recs]
     if lamp_rec:
         objects.append(_Placed(_object_id(LAMP, lamp_rec, rng, taken), LAMP, lamp_rec))
-    # Distractors: other object types of the scene, where they plausibly belong. Types whose
-    # name starts with the target's (pen/pencil, pot/potato) would confuse the expert's
-    # substring tests, so they are left out.
+    _add_distractors(objects, _distractor_types(scene, obj), obj, chosen, rng, taken)
+    return objects
+
+
+def _distractor_types(scene: Scene, obj: str) -> list[str]:
+    """Other object types of the scene that may serve as distractors for target ``obj``.
+
+    Types whose name starts with the target's (pen/pencil, pot/potato) would confuse the
+    expert's substring tests, so they are left out.
+    """
     low = obj.lower()
-    dtypes = [
+    return [
         o
         for o in scene.object_types
         if o in _placeable_types()
@@ -291,6 +336,17 @@ def _complete_spec(
         and not o.lower().startswith(low)
         and not low.startswith(o.lower())
     ]
+
+
+def _add_distractors(
+    objects: list[_Placed],
+    dtypes: list[str],
+    obj: str,
+    chosen: list[str],
+    rng: random.Random,
+    taken: set[str],
+) -> None:
+    """Append distractors to ``objects``, each where it plausibly belongs (bounded tries)."""
     n_distractors = rng.randint(MIN_DISTRACTORS, MAX_DISTRACTORS)
     tries = 0
     while dtypes and sum(1 for p in objects if p.type not in (obj, LAMP)) < n_distractors:
@@ -304,32 +360,29 @@ def _complete_spec(
         home = rng.choice(homes)
         objects.append(_Placed(_object_id(d, home, rng, taken), d, home))
 
-    used = {_loc(pose[r]) for r in chosen}
-    xs = [pose[r][0] for r in chosen]
-    zs = [pose[r][1] for r in chosen]
+
+def _agent_location(poses: list[tuple[float, ...]]) -> str:
+    """A free grid location near the centre of the receptacles' poses."""
+    used = {_loc(p) for p in poses}
+    xs = [p[0] for p in poses]
+    zs = [p[1] for p in poses]
     cx, cz = sum(xs) / len(xs), sum(zs) / len(zs)
     agent = _loc((cx, cz, 0, 30))
     step = 0
     while agent in used:
         step += 1
         agent = _loc((cx + GRID * step, cz, 0, 30))
+    return agent
 
+
+def _task_description(
+    task_type: str, rng: random.Random, obj: str, parent: str, toggle: str
+) -> str:
+    """The task sentence, from a random template of alfworld's goal library."""
     from alfworld.gen import goal_library
 
     template = rng.choice(goal_library.gdict[task_type]["templates"])
-    desc = template.format(obj=obj.lower(), recep=parent.lower(), toggle=toggle.lower(), mrecep="")
-    return GameSpec(
-        task_type=task_type,
-        scene=scene.number,
-        object_target=obj,
-        parent_target=parent,
-        toggle_target=toggle,
-        receptacles=[(r, pose[r]) for r in chosen],
-        objects=objects,
-        agent_location=agent,
-        task_desc=desc,
-        extra={"room_type": _room_type(scene.number)},
-    )
+    return template.format(obj=obj.lower(), recep=parent.lower(), toggle=toggle.lower(), mrecep="")
 
 
 # --------------------------------------------------------------------------- writing PDDL
@@ -347,22 +400,40 @@ def mangle(name: str) -> str:
 
 def problem_pddl(spec: GameSpec, name: str) -> str:
     """The PDDL problem of a game spec."""
-    c = _constants()
     from alfworld.gen import goal_library
 
-    pose = dict(spec.receptacles)
     rlocs = {r: _loc(p) for r, p in spec.receptacles}
+    goal = goal_library.gdict[spec.task_type]["pddl"].format(
+        obj=spec.object_target, recep=spec.parent_target, toggle=spec.toggle_target, mrecep=""
+    )
+    goal = goal.replace("#", "-")
+    lines = [f"(define (problem {name})", "    (:domain alfred)", "    (:objects"]
+    lines += [f"        {o}" for o in _problem_objects(spec, rlocs)]
+    lines += ["    )", "    (:init"]
+    lines += [f"        {f}" for f in _problem_init(spec, rlocs)]
+    lines += ["    )"]
+    return "\n".join(lines) + "\n" + textwrap.dedent(goal).strip() + "\n"
+
+
+def _problem_objects(spec: GameSpec, rlocs: dict[str, str]) -> list[str]:
+    """The ``:objects`` entries: agent, locations, receptacles, objects and their types."""
+    pose = dict(spec.receptacles)
     locations = sorted(set(rlocs.values()) | {spec.agent_location})
     rtypes = sorted({receptacle_type(r) for r in pose} | set(DOMAIN_RTYPES))
     otypes = sorted({o.type for o in spec.objects} | set(DOMAIN_OTYPES))
-
     objects = ["agent1 - agent"]
     objects += [f"{mangle(loc)} - location" for loc in locations]
     objects += [f"{mangle(r)} - receptacle" for r in sorted(pose)]
     objects += [f"{mangle(o.id)} - object" for o in sorted(spec.objects, key=lambda p: p.id)]
     objects += [f"{t}Type - otype" for t in otypes]
     objects += [f"{t}Type - rtype" for t in rtypes if t not in otypes]
+    return objects
 
+
+def _problem_init(spec: GameSpec, rlocs: dict[str, str]) -> list[str]:
+    """The ``:init`` facts: agent, receptacles, objects, then which types fit where."""
+    c = _constants()
+    pose = dict(spec.receptacles)
     init = [f"(atLocation agent1 {mangle(spec.agent_location)})"]
     for r in sorted(pose):
         rt = receptacle_type(r)
@@ -387,17 +458,7 @@ def problem_pddl(spec: GameSpec, name: str) -> str:
         for ot in sorted({o.type for o in spec.objects if o.type != LAMP}):
             if _fits(rt, ot):
                 init.append(f"(canContain {rt}Type {ot}Type)")
-
-    goal = goal_library.gdict[spec.task_type]["pddl"].format(
-        obj=spec.object_target, recep=spec.parent_target, toggle=spec.toggle_target, mrecep=""
-    )
-    goal = goal.replace("#", "-")
-    lines = [f"(define (problem {name})", "    (:domain alfred)", "    (:objects"]
-    lines += [f"        {o}" for o in objects]
-    lines += ["    )", "    (:init"]
-    lines += [f"        {f}" for f in init]
-    lines += ["    )"]
-    return "\n".join(lines) + "\n" + textwrap.dedent(goal).strip() + "\n"
+    return init
 
 
 def _builtin(name: str) -> str:
@@ -502,41 +563,47 @@ def generate_games(
     unknown = set(task_types) - set(TASK_TYPES)
     if unknown:
         raise ValueError(f"unknown task types {sorted(unknown)}")
-    c = _constants()
     root = Path(out_dir) / split
     scenes = split_scenes(split)
     paths: list[Path] = []
     for i in range(n):
         task_type = task_types[i % len(task_types)]
-        rooms = c.GOALS_VALID[task_type]
-        eligible = [s for s in scenes if _room_type(s) in rooms]
-        for attempt in range(MAX_ATTEMPTS):
-            rng = random.Random(f"leap_kalm-alfworld|{seed}|{split}|{i}|{attempt}")
-            spec = _sample_spec(task_type, load_scene(rng.choice(eligible)), rng)
-            if spec is None:
-                continue
-            trial_id = f"trial_T{seed:04d}_{split}_{i:05d}"
-            meta = {
-                "name": "leap_kalm.envs.alfworld",
-                "seed": seed,
-                "split": split,
-                "index": i,
-                "attempt": attempt,
-            }
-            game, traj = game_files(spec, trial_id, meta)
-            plan = walkthrough_wins(game)
-            if plan is None:
-                continue
-            traj["plan"] = {"walkthrough": plan}
-            folder = root / game_dir_name(spec) / trial_id
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / "game.tw-pddl").write_text(_dump(game))
-            (folder / "traj_data.json").write_text(_dump(traj))
-            paths.append(folder / "game.tw-pddl")
-            break
-        else:
-            raise RuntimeError(
-                f"no solvable {task_type} game after {MAX_ATTEMPTS} attempts ({split}, {i})"
-            )
+        paths.append(_generate_game(split, i, seed, task_type, scenes, root))
     logger.info("generated %d %s games under %s", len(paths), split, root)
     return paths
+
+
+def _generate_game(
+    split: str, i: int, seed: int, task_type: str, scenes: list[int], root: Path
+) -> Path:
+    """Draw game ``i`` of a split until its walkthrough wins; write it and return its path."""
+    rooms = _constants().GOALS_VALID[task_type]
+    eligible = [s for s in scenes if _room_type(s) in rooms]
+    for attempt in range(MAX_ATTEMPTS):
+        rng = random.Random(f"leap_kalm-alfworld|{seed}|{split}|{i}|{attempt}")
+        spec = _sample_spec(task_type, load_scene(rng.choice(eligible)), rng)
+        if spec is None:
+            continue
+        trial_id = f"trial_T{seed:04d}_{split}_{i:05d}"
+        meta = {
+            "name": "leap_kalm.envs.alfworld",
+            "seed": seed,
+            "split": split,
+            "index": i,
+            "attempt": attempt,
+        }
+        game, traj = game_files(spec, trial_id, meta)
+        plan = walkthrough_wins(game)
+        if plan is None:
+            continue
+        traj["plan"] = {"walkthrough": plan}
+        return _write_game(root / game_dir_name(spec) / trial_id, game, traj)
+    raise RuntimeError(f"no solvable {task_type} game after {MAX_ATTEMPTS} attempts ({split}, {i})")
+
+
+def _write_game(folder: Path, game: dict[str, Any], traj: dict[str, Any]) -> Path:
+    """Write ``game.tw-pddl`` and ``traj_data.json`` into ``folder``; return the game's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "game.tw-pddl").write_text(_dump(game))
+    (folder / "traj_data.json").write_text(_dump(traj))
+    return folder / "game.tw-pddl"

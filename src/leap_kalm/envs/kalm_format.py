@@ -1,0 +1,231 @@
+"""The KALM offline-dataset contract: check a dataset's arrays and summarise it.
+
+The format is KALM's ``clevr_robot.npy`` (see ARCHITECTURE.md, "Data contracts"):
+a dict of arrays over ``N`` episodes padded to ``T`` steps. Step ``t`` of an episode
+holds ``observations[t]`` (state before the action), ``actions[t]``, ``rewards[t]``,
+``next_observations[t]``; ``terminals[t]`` is True on the step that reaches success
+(KALM's convention; a failed episode has no terminal and runs to the horizon);
+``masks`` is 1 on valid steps and 0 on padding, where every array is zero.
+``goals[t]`` repeats the episode's goal vector over all ``T`` steps and
+``instructions`` holds ``K`` paraphrases per episode.
+
+:func:`validate_kalm_dataset` runs one check per part of the contract, in a fixed
+order, so the first problem found is the one reported. The collectors that write
+such datasets live in :mod:`leap_kalm.envs.collect` and the worlds' ``data`` modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+import numpy as np
+
+from leap_kalm.schemas import KALM_KEYS
+
+Arrays = dict[str, np.ndarray]
+
+
+def _fail(source: str, message: str) -> NoReturn:
+    raise ValueError(f"{source}: {message}")
+
+
+def _arrays(data: Any, source: str) -> Arrays:
+    """The dataset's KALM keys as arrays; fails on a non-mapping or a missing key."""
+    if not isinstance(data, Mapping):
+        _fail(source, f"expected a dict of arrays, got {type(data).__name__}")
+    missing = [k for k in KALM_KEYS if k not in data]
+    if missing:
+        _fail(source, f"missing key(s) {missing}; a KALM dataset needs {list(KALM_KEYS)}")
+    return {k: np.asarray(data[k]) for k in KALM_KEYS}
+
+
+def _check_rank(arr: Arrays, key: str, ndim: int, layout: str, source: str) -> None:
+    if arr[key].ndim != ndim:
+        _fail(source, f"key {key!r} has shape {arr[key].shape}, expected {layout}")
+
+
+def _check_observations(arr: Arrays, source: str) -> tuple[int, int, int]:
+    """``observations`` (N, T, D) float32 and ``next_observations`` alike; return N, T, D."""
+    _check_rank(arr, "observations", 3, "(N, T, D)", source)
+    obs, next_obs = arr["observations"], arr["next_observations"]
+    if obs.dtype != np.float32:
+        _fail(source, f"key 'observations' has dtype {obs.dtype}, expected float32")
+    if next_obs.shape != obs.shape:
+        _fail(
+            source,
+            f"key 'next_observations' has shape {next_obs.shape}, "
+            f"expected {obs.shape} like 'observations'",
+        )
+    if next_obs.dtype != np.float32:
+        _fail(source, f"key 'next_observations' has dtype {next_obs.dtype}, expected float32")
+    n, horizon, obs_dim = obs.shape
+    return n, horizon, obs_dim
+
+
+def _check_actions(arr: Arrays, n: int, horizon: int, source: str) -> tuple[str, int]:
+    """Discrete (N, T) integer or continuous (N, T, A) float actions; return type and size."""
+    act = arr["actions"]
+    if act.ndim == 2 and np.issubdtype(act.dtype, np.integer):
+        action_type, action_dim = "discrete", int(act.max(initial=0)) + 1
+    elif act.ndim == 3 and np.issubdtype(act.dtype, np.floating):
+        action_type, action_dim = "continuous", act.shape[2]
+    else:
+        _fail(
+            source,
+            f"key 'actions' has shape {act.shape} and dtype {act.dtype}, expected "
+            "(N, T) integer (discrete) or (N, T, A) float (continuous)",
+        )
+    if act.shape[:2] != (n, horizon):
+        _fail(
+            source, f"key 'actions' has shape {act.shape}, expected leading (N, T) = {(n, horizon)}"
+        )
+    return action_type, action_dim
+
+
+def _check_step_arrays(arr: Arrays, n: int, horizon: int, source: str) -> None:
+    """``rewards`` (N, T, 1) float, ``terminals`` (N, T, 1) bool, ``masks`` (N, T) of 0/1."""
+    expected = {"rewards": (n, horizon, 1), "terminals": (n, horizon, 1), "masks": (n, horizon)}
+    for key, shape in expected.items():
+        if arr[key].shape != shape:
+            _fail(source, f"key {key!r} has shape {arr[key].shape}, expected {shape}")
+    if not np.issubdtype(arr["rewards"].dtype, np.floating):
+        _fail(source, f"key 'rewards' has dtype {arr['rewards'].dtype}, expected a float dtype")
+    if arr["terminals"].dtype != np.bool_:
+        _fail(source, f"key 'terminals' has dtype {arr['terminals'].dtype}, expected bool")
+    masks = arr["masks"]
+    if not (masks.dtype == np.bool_ or np.issubdtype(masks.dtype, np.number)):
+        _fail(source, f"key 'masks' has dtype {masks.dtype}, expected int, float or bool")
+    if not np.isin(masks, (0, 1)).all():
+        _fail(source, "key 'masks' must hold only 0 and 1")
+
+
+def _check_goals(arr: Arrays, n: int, horizon: int, source: str) -> None:
+    """``goals`` (N, T, G) numeric."""
+    _check_rank(arr, "goals", 3, "(N, T, G)", source)
+    goals = arr["goals"]
+    if goals.shape[:2] != (n, horizon):
+        _fail(
+            source,
+            f"key 'goals' has shape {goals.shape}, expected leading (N, T) = {(n, horizon)}",
+        )
+    if not np.issubdtype(goals.dtype, np.number):
+        _fail(source, f"key 'goals' has dtype {goals.dtype}, expected a numeric dtype")
+
+
+def _check_instructions(arr: Arrays, n: int, source: str) -> None:
+    """``instructions`` (N, K) of non-empty strings, ``K >= 1``."""
+    inst = arr["instructions"]
+    if inst.ndim != 2 or inst.shape[0] != n:
+        _fail(source, f"key 'instructions' has shape {inst.shape}, expected (N, K) with N = {n}")
+    if not (
+        inst.dtype.kind == "U"
+        or (inst.dtype == object and all(isinstance(s, str) for s in inst.ravel()))
+    ):
+        _fail(source, f"key 'instructions' has dtype {inst.dtype}, expected strings")
+    if inst.shape[1] == 0 or any(not str(s).strip() for s in inst.ravel()):
+        _fail(source, "key 'instructions' holds an empty instruction list or string")
+
+
+def _episode_lengths(masks: np.ndarray, horizon: int, source: str) -> tuple[np.ndarray, np.ndarray]:
+    """Valid-step mask (N, T) bool and lengths (N,); each episode's valid steps come first."""
+    valid = masks.astype(bool)
+    lengths = valid.sum(axis=1)
+    if (lengths == 0).any():
+        _fail(source, f"key 'masks': episode {int(np.argmin(lengths))} has no valid step")
+    prefix = np.arange(horizon)[None, :] < lengths[:, None]
+    if (valid != prefix).any():
+        bad = int(np.flatnonzero((valid != prefix).any(axis=1))[0])
+        _fail(source, f"key 'masks': episode {bad} has padding before a valid step")
+    return valid, lengths
+
+
+def _check_terminals(term: np.ndarray, valid: np.ndarray, lengths: np.ndarray, source: str) -> None:
+    """Terminals only on an episode's last valid step."""
+    if (term & ~valid).any():
+        _fail(source, "key 'terminals' is set on a padded step")
+    last = np.zeros_like(valid)
+    last[np.arange(len(lengths)), lengths - 1] = True
+    if (term & ~last).any():
+        bad = int(np.flatnonzero((term & ~last).any(axis=1))[0])
+        _fail(source, f"key 'terminals': episode {bad} continues after a terminal step")
+
+
+def _check_finite(arr: Arrays, valid: np.ndarray, source: str) -> None:
+    for key in ("observations", "next_observations", "rewards"):
+        if not np.isfinite(arr[key][valid]).all():
+            _fail(source, f"key {key!r} holds non-finite values on valid steps")
+
+
+def _check_chain(arr: Arrays, valid: np.ndarray, source: str) -> None:
+    """``next_observations[t] == observations[t + 1]`` on consecutive valid steps."""
+    chain = valid[:, 1:]
+    if not chain.any():
+        return
+    gap = np.abs(arr["next_observations"][:, :-1] - arr["observations"][:, 1:]).max(axis=-1)
+    gap = gap[chain]
+    if gap.max() > 1e-4:
+        _fail(
+            source,
+            "keys 'next_observations'/'observations' do not chain: "
+            f"next_observations[t] differs from observations[t+1] by {gap.max():.3g}",
+        )
+
+
+def _check_discrete_actions(arr: Arrays, valid: np.ndarray, action_type: str, source: str) -> None:
+    if action_type == "discrete" and (arr["actions"][valid] < 0).any():
+        _fail(source, "key 'actions' holds negative discrete actions")
+
+
+def summarize_kalm_arrays(
+    arr: Arrays, source: str, action_type: str, action_dim: int, lengths: np.ndarray
+) -> dict[str, Any]:
+    """The summary :func:`validate_kalm_dataset` returns, from already checked arrays."""
+    n, horizon, obs_dim = arr["observations"].shape
+    return {
+        "source": source,
+        "n_episodes": int(n),
+        "horizon": int(horizon),
+        "observation_dim": int(obs_dim),
+        "action_type": action_type,
+        "action_dim": int(action_dim),
+        "goal_dim": int(arr["goals"].shape[2]),
+        "n_instructions": int(arr["instructions"].shape[1]),
+        "n_steps": int(lengths.sum()),
+        "n_terminals": int(arr["terminals"][..., 0].sum()),
+    }
+
+
+def validate_kalm_dataset(data: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """Check a KALM offline dataset and summarise it.
+
+    Checks that every key of :data:`leap_kalm.schemas.KALM_KEYS` is present, each
+    array's rank, dtype and shape (shared ``N`` and ``T``; ``next_observations``
+    like ``observations``), that masks are 0/1 with the valid steps first, that
+    terminals fall only on an episode's last valid step, that consecutive valid
+    steps chain (``next_observations[t] == observations[t + 1]``) and that valid
+    values are finite.
+
+    Args:
+        data: The dict (e.g. loaded from KALM's ``.npy``).
+        source: Name used in error messages (file path or dataset name).
+
+    Returns:
+        A summary: ``n_episodes``, ``horizon``, ``observation_dim``, ``action_type``,
+        ``action_dim``, ``goal_dim``, ``n_instructions``, ``n_steps``, ``n_terminals``.
+
+    Raises:
+        ValueError: Naming ``source`` and the offending key, shape or dtype.
+    """
+    arr = _arrays(data, source)
+    n, horizon, _ = _check_observations(arr, source)
+    action_type, action_dim = _check_actions(arr, n, horizon, source)
+    _check_step_arrays(arr, n, horizon, source)
+    _check_goals(arr, n, horizon, source)
+    _check_instructions(arr, n, source)
+    valid, lengths = _episode_lengths(arr["masks"], horizon, source)
+    _check_terminals(arr["terminals"][..., 0], valid, lengths, source)
+    _check_finite(arr, valid, source)
+    _check_chain(arr, valid, source)
+    _check_discrete_actions(arr, valid, action_type, source)
+    return summarize_kalm_arrays(arr, source, action_type, action_dim, lengths)

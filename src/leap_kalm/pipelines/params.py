@@ -51,6 +51,12 @@ class LeapParams(ConfigMixin):
     val_fraction: float = 0.15
     seed: int = 0
 
+    def student_settings(self, max_steps: int) -> Any:
+        """How the student prompts itself in this world (``llm.agent.StudentSettings``)."""
+        from leap_kalm.llm.agent import StudentSettings
+
+        return StudentSettings(self.env, self.history_window, max_steps, self.batch_size)
+
     def __post_init__(self) -> None:
         if self.train_method not in TRAIN_METHODS:
             raise ValueError(

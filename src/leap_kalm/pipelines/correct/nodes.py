@@ -17,6 +17,16 @@ from leap_kalm.teachers import make_teacher
 logger = logging.getLogger(__name__)
 
 
+def _rollout_games(config: LeapParams, games: list[dict[str, Any]], iteration: int) -> list[Any]:
+    """The train episodes an iteration rolls out: all, or ``n_rollout_games`` of them drawn
+    with the iteration's seed."""
+    specs = episode_specs(config.env, games, "train", config.rollout_max_steps)
+    if config.n_rollout_games is None:
+        return specs
+    rng = random.Random(config.seed + iteration)
+    return rng.sample(specs, min(config.n_rollout_games, len(specs)))
+
+
 def roll_out_student(
     games: list[dict[str, Any]],
     previous_student: ModelRef | None,
@@ -37,20 +47,14 @@ def roll_out_student(
     def produce(done: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         if not rolls_out(iteration):
             return
-        from leap_kalm.llm.agent import StudentSettings, roll_out
+        from leap_kalm.llm.agent import roll_out
         from leap_kalm.llm.student import load_student_policy
 
         ref = starting_model(previous_student, model_params, iteration)
-        specs = episode_specs(config.env, games, "train", config.rollout_max_steps)
-        if config.n_rollout_games is not None:
-            specs = random.Random(config.seed + iteration).sample(
-                specs, min(config.n_rollout_games, len(specs))
-            )
+        specs = _rollout_games(config, games, iteration)
         todo = [s for s in specs if s.game_id not in {t["game_id"] for t in done}]
         sampling = {"seed": config.seed + iteration, **config.sampling}
-        settings = StudentSettings(
-            config.env, config.history_window, config.rollout_max_steps, config.batch_size
-        )
+        settings = config.student_settings(config.rollout_max_steps)
         policy = load_student_policy(ref, model_params, sampling, settings)
         extra = {"iteration": iteration, "seed": policy.generator.sampling.seed}
         rollouts = roll_out(todo, policy, config.env, extra)

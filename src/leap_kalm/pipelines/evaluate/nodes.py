@@ -36,7 +36,7 @@ def evaluate_student(
     config = LeapParams.from_dict(leap_params)
 
     def produce(done: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        from leap_kalm.llm.agent import StudentSettings, roll_out
+        from leap_kalm.llm.agent import roll_out
         from leap_kalm.llm.student import load_student_policy
 
         finished = {t["game_id"] for t in done}
@@ -47,9 +47,7 @@ def evaluate_student(
             if s.game_id not in finished
         ]
         sampling = {"seed": config.seed, **config.eval_sampling}
-        settings = StudentSettings(
-            config.env, config.history_window, config.eval_max_steps, config.batch_size
-        )
+        settings = config.student_settings(config.eval_max_steps)
         policy = load_student_policy(student, model_params, sampling, settings)
         rollouts = roll_out(specs, policy, config.env, {"iteration": iteration})
         yield from track(rollouts, "evaluation", total=len(specs))

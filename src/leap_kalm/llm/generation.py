@@ -225,18 +225,37 @@ class EpisodeGenerator:
         return torch.cat(rows).to(logits.device)
 
     def _generate_batch(self, prompts: Sequence[str], keys: Sequence[Hashable]) -> list[str]:
-        import torch
-
+        """Generate one answer per prompt for one batch of episodes."""
         self.stats.calls += 1
+        all_ids = self._encode_prompts(prompts)
+        past, mask, lengths = self._batch_cache(keys, all_ids)
+        generated = self._decode(keys, all_ids, past, mask, lengths)
+        return [
+            self.tokenizer.decode(tokens, skip_special_tokens=True).strip() for tokens in generated
+        ]
+
+    def _encode_prompts(self, prompts: Sequence[str]) -> list[list[int]]:
+        """Tokenise the prompts (none may be empty) and count their tokens."""
         all_ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         for ids, prompt in zip(all_ids, prompts, strict=True):
             if not ids:
                 raise ValueError(f"empty prompt after tokenisation: {prompt!r}")
         self.stats.prompt_tokens += sum(len(ids) for ids in all_ids)
+        return all_ids
+
+    def _batch_cache(
+        self, keys: Sequence[Hashable], all_ids: list[list[int]]
+    ) -> tuple[Any, Any, list[int]]:
+        """Prefill every episode and stack the caches: ``(cache, attention mask, lengths)``.
+
+        ``lengths`` are the cached tokens per row (all but the last prompt token); the mask
+        covers each row's left padding with zeros.
+        """
+        import torch
+
         caches = [self._prefill(key, ids) for key, ids in zip(keys, all_ids, strict=True)]
         lengths = [len(ids) - 1 for ids in all_ids]
         longest = max(lengths)
-        batch = len(prompts)
         if longest > 0:
             past = self._stack(caches, lengths)
         else:
@@ -244,10 +263,24 @@ class EpisodeGenerator:
 
             past = DynamicCache()
         # mask: left padding of each row's cache, then one slot per fed token
-        mask = torch.zeros((batch, longest), dtype=torch.long, device=self._device)
+        mask = torch.zeros((len(all_ids), longest), dtype=torch.long, device=self._device)
         for row, length in enumerate(lengths):
             if length:
                 mask[row, longest - length :] = 1
+        return past, mask, lengths
+
+    def _decode(
+        self,
+        keys: Sequence[Hashable],
+        all_ids: list[list[int]],
+        past: Any,
+        mask: Any,
+        lengths: list[int],
+    ) -> list[list[int]]:
+        """Decode all rows together, feeding each its last prompt token first; the new ids."""
+        import torch
+
+        batch = len(all_ids)
         next_tokens = torch.tensor([ids[-1] for ids in all_ids], device=self._device)
         positions = torch.tensor(lengths, device=self._device)
         generated: list[list[int]] = [[] for _ in range(batch)]
@@ -267,25 +300,27 @@ class EpisodeGenerator:
                 )
             past = out.cache
             chosen = self._sample(out.logits[:, -1, :], keys)
-            for row in range(batch):
-                if done[row]:
-                    continue
-                token = int(chosen[row])
-                if token in self._stop_ids:
-                    done[row] = True
-                    continue
-                generated[row].append(token)
-                self.stats.generated_tokens += 1
-                if self.sampling.stop_after_action and action_line_finished(
-                    self.tokenizer.decode(generated[row], skip_special_tokens=True)
-                ):
-                    done[row] = True
+            self._append_tokens(chosen, generated, done)
             if all(done):
                 break
             next_tokens = torch.where(
                 torch.tensor(done, device=self._device), torch.full_like(chosen, pad_id), chosen
             )
             positions = positions + 1
-        return [
-            self.tokenizer.decode(tokens, skip_special_tokens=True).strip() for tokens in generated
-        ]
+        return generated
+
+    def _append_tokens(self, chosen: Any, generated: list[list[int]], done: list[bool]) -> None:
+        """Append each unfinished row's token; mark rows done at a stop token or a full action."""
+        for row in range(len(generated)):
+            if done[row]:
+                continue
+            token = int(chosen[row])
+            if token in self._stop_ids:
+                done[row] = True
+                continue
+            generated[row].append(token)
+            self.stats.generated_tokens += 1
+            if self.sampling.stop_after_action and action_line_finished(
+                self.tokenizer.decode(generated[row], skip_special_tokens=True)
+            ):
+                done[row] = True

@@ -25,8 +25,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .text import parse_task
-
 _ENGINE_CLASS: Any = None
 
 
@@ -143,8 +141,3 @@ def start_engine(
 def read_game_file(game_path: str | Path) -> dict[str, Any]:
     """Parse a ``game.tw-pddl`` file."""
     return json.loads(Path(game_path).read_text())
-
-
-def task_from_grammar(grammar: str) -> str:
-    """The task sentence baked into a game's grammar (``Your task is to: …``)."""
-    return parse_task(grammar)

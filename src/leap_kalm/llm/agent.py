@@ -16,7 +16,7 @@ from typing import Any
 
 from leap_kalm.llm.generation import EpisodeGenerator
 from leap_kalm.llm.parsing import count_repairs, parse_answer
-from leap_kalm.llm.prompts import build_student_messages
+from leap_kalm.llm.prompts import student_messages
 from leap_kalm.schemas import EpisodeSpec, Trajectory, make_trajectory
 
 logger = logging.getLogger(__name__)
@@ -30,6 +30,7 @@ class StudentSettings:
     history_window: int | None = None
     max_steps: int = 20
     batch_size: int = 8
+    prompt_format: str = "leap"
 
 
 def task_from_observation(observation: str) -> str:
@@ -54,7 +55,8 @@ class StudentPolicy:
         """One decision per live episode: ``{reason, action, raw_action, repair}``."""
         prompts = [
             self.generator.chat_prompt(
-                build_student_messages(
+                student_messages(
+                    self.settings.prompt_format,
                     self.settings.env_name,
                     ep["task"],
                     ep["steps"],

@@ -84,6 +84,77 @@ def build_student_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
+PROMPT_FORMATS = ("leap", "conversation")
+
+
+def build_conversation(
+    env: str,
+    task: str,
+    history: Sequence[Step],
+    observation: str | None = None,
+    candidate_actions: Sequence[str] | None = None,
+) -> list[ChatMessage]:
+    """A whole episode as one growing chat: observations as user turns, the student's
+    ``REASON/ACTION`` answers as assistant turns.
+
+    Every earlier step is kept (no window) and each step only appends, so the rollout's
+    KV cache never re-encodes and a trajectory trains as one sequence.
+
+    Args:
+        env: World name, for the system message.
+        task: The task text (in the first user turn).
+        history: Earlier steps; each contributes its observation and its answer (its
+            ``reason`` and ``action``).
+        observation: The current observation (``None``: end after the last answer, as a
+            training sequence does).
+        candidate_actions: Listed under the current observation when given.
+    """
+    system = render_template(
+        "student_conversation_system", env_description=ENV_DESCRIPTIONS.get(env, env)
+    )
+    messages: list[ChatMessage] = [{"role": "system", "content": system}]
+    for t, step in enumerate(history):
+        messages.append(_observation_turn(task, step["observation"], t == 0, None))
+        answer = format_completion(step.get("reason", ""), step["action"])
+        messages.append({"role": "assistant", "content": answer})
+    if observation is not None:
+        messages.append(_observation_turn(task, observation, not history, candidate_actions))
+    return messages
+
+
+def _observation_turn(
+    task: str, observation: str, first: bool, candidate_actions: Sequence[str] | None
+) -> ChatMessage:
+    content = render_template(
+        "student_conversation_user",
+        task=task,
+        observation=observation,
+        first=first,
+        candidate_actions=list(candidate_actions or []),
+    )
+    return {"role": "user", "content": content}
+
+
+def student_messages(
+    prompt_format: str,
+    env: str,
+    task: str,
+    history: Sequence[Step],
+    observation: str,
+    candidate_actions: Sequence[str],
+    history_window: int | None = None,
+) -> list[ChatMessage]:
+    """What the student sees at one step in ``prompt_format`` (``leap``: LEAP's per-step
+    prompt with the candidate list; ``conversation``: the episode so far as one chat)."""
+    if prompt_format == "leap":
+        return build_student_messages(
+            env, task, history, observation, candidate_actions, history_window
+        )
+    if prompt_format == "conversation":
+        return build_conversation(env, task, history, observation)
+    raise ValueError(f"prompt_format must be one of {PROMPT_FORMATS}, got {prompt_format!r}")
+
+
 def format_completion(reason: str, action: str) -> str:
     """The assistant's answer in the ``REASON:/ACTION:`` format."""
     return f"REASON:\n{reason.strip()}\nACTION:\n{action.strip()}"

@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from leap_kalm.llm.prompts import build_student_messages, format_completion
+from leap_kalm.llm.prompts import build_conversation, build_student_messages, format_completion
 from leap_kalm.schemas import PreferencePair, SFTRecord
 
 
@@ -114,6 +114,108 @@ def dpo_pairs_from_corrections(
     return pairs
 
 
+def _with_answers(
+    steps: Sequence[dict[str, Any]], answers: Sequence[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    return [
+        {**step, "reason": reason, "action": action}
+        for step, (reason, action) in zip(steps, answers, strict=True)
+    ]
+
+
+def _loss_turns(first: int, last: int) -> list[int]:
+    """Message indices of the assistant turns of steps ``first..last`` (system is message 0,
+    step ``t``'s observation message ``2t + 1`` and its answer ``2t + 2``)."""
+    return [2 * t + 2 for t in range(first, last + 1)]
+
+
+def conversation_records_from_trajectories(
+    trajectories: Sequence[dict[str, Any]], env: str
+) -> list[dict[str, Any]]:
+    """One record per trajectory: the whole episode as one chat, loss on every answer.
+
+    Records are ``{messages, loss_turns, game_id}``; ``loss_turns`` lists the indices of
+    the assistant messages that are trained.
+    """
+    return [
+        {
+            "messages": build_conversation(env, trajectory["task"], trajectory["steps"]),
+            "loss_turns": _loss_turns(0, len(trajectory["steps"]) - 1),
+            "game_id": trajectory["game_id"],
+        }
+        for trajectory in trajectories
+        if trajectory["steps"]
+    ]
+
+
+def conversation_records_from_corrections(
+    trajectories: Sequence[dict[str, Any]], corrections: Sequence[dict[str, Any]], env: str
+) -> list[dict[str, Any]]:
+    """The teacher's answers as chats that stay true to what the student observed.
+
+    Observations after a corrected step followed the student's *original* action, so a
+    trajectory is cut into segments ending at each corrected step: a segment's chat holds
+    the steps before it as context (the teacher's answers where the action was kept, the
+    original answer where it was corrected) and trains on the teacher's answers of its
+    own steps, the corrected one last. Steps after the last correction are trained in a
+    final segment. Each step is trained exactly once.
+    """
+    by_id = {t["game_id"]: t for t in trajectories}
+    records: list[dict[str, Any]] = []
+    for correction in corrections:
+        trajectory = by_id.get(correction["game_id"])
+        if trajectory is None:
+            raise ValueError(f"correction for unknown trajectory {correction['game_id']!r}")
+        steps = [step for _, step in _checked_pairs(trajectory, correction)]
+        teacher = [(s["corrected_reason"], s["corrected_action"]) for s in steps]
+        context = [
+            (s["original_reason"], s["original_action"]) if s["is_corrected"] else answer
+            for s, answer in zip(steps, teacher, strict=True)
+        ]
+        ends = [t for t, s in enumerate(steps) if s["is_corrected"]]
+        if not ends or ends[-1] != len(steps) - 1:
+            ends.append(len(steps) - 1)
+        first = 0
+        for end in ends:
+            answers = context[:first] + teacher[first : end + 1]
+            shown = _with_answers(trajectory["steps"][: end + 1], answers)
+            records.append(
+                {
+                    "messages": build_conversation(env, trajectory["task"], shown),
+                    "loss_turns": _loss_turns(first, end),
+                    "game_id": trajectory["game_id"],
+                }
+            )
+            first = end + 1
+    return records
+
+
+def conversation_dpo_pairs(
+    trajectories: Sequence[dict[str, Any]], corrections: Sequence[dict[str, Any]], env: str
+) -> list[PreferencePair]:
+    """One pair per corrected step: the student's own chat up to that step as the prompt,
+    the teacher's answer chosen, the student's original answer rejected."""
+    by_id = {t["game_id"]: t for t in trajectories}
+    pairs: list[PreferencePair] = []
+    for correction in corrections:
+        trajectory = by_id[correction["game_id"]]
+        for t, step in _checked_pairs(trajectory, correction):
+            if not step["is_corrected"]:
+                continue
+            steps = trajectory["steps"]
+            pairs.append(
+                {
+                    "prompt": build_conversation(
+                        env, trajectory["task"], steps[:t], steps[t]["observation"]
+                    ),
+                    "chosen": _assistant(step["corrected_reason"], step["corrected_action"]),
+                    "rejected": _assistant(step["original_reason"], step["original_action"]),
+                    "game_id": trajectory["game_id"],
+                }
+            )
+    return pairs
+
+
 def split_by_trajectory(
     records: Sequence[dict[str, Any]], val_fraction: float = 0.15, seed: int = 0
 ) -> tuple[list, list]:
@@ -161,3 +263,43 @@ def dagger_training_set(
     merged = aggregate_dagger(by_iteration, seed=seed + iteration)
     train, val = split_by_trajectory(merged, val_fraction, seed=seed)
     return [{**r, "split": "train"} for r in train] + [{**r, "split": "val"} for r in val]
+
+
+def sft_records(
+    prompt_format: str,
+    env: str,
+    history_window: int | None,
+    trajectories: Sequence[dict[str, Any]],
+    corrections: Sequence[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """SFT records in ``prompt_format``: from annotated trajectories (``corrections`` is
+    ``None``: behaviour cloning) or from the teacher's corrections of them."""
+    if prompt_format == "conversation":
+        if corrections is None:
+            return conversation_records_from_trajectories(trajectories, env)
+        return conversation_records_from_corrections(trajectories, corrections, env)
+    _check_format(prompt_format)
+    if corrections is None:
+        return sft_records_from_trajectories(trajectories, env, history_window)
+    return sft_records_from_corrections(trajectories, corrections, env, history_window)
+
+
+def dpo_pairs(
+    prompt_format: str,
+    env: str,
+    history_window: int | None,
+    trajectories: Sequence[dict[str, Any]],
+    corrections: Sequence[dict[str, Any]],
+) -> list[PreferencePair]:
+    """Preference pairs (corrected vs original) in ``prompt_format``."""
+    if prompt_format == "conversation":
+        return conversation_dpo_pairs(trajectories, corrections, env)
+    _check_format(prompt_format)
+    return dpo_pairs_from_corrections(trajectories, corrections, env, history_window)
+
+
+def _check_format(prompt_format: str) -> None:
+    from leap_kalm.llm.prompts import PROMPT_FORMATS
+
+    if prompt_format not in PROMPT_FORMATS:
+        raise ValueError(f"prompt_format must be one of {PROMPT_FORMATS}, got {prompt_format!r}")

@@ -13,6 +13,7 @@ from typing import Any
 from leap_kalm.schemas import ConfigMixin
 
 TRAIN_METHODS = ("sft", "dpo")
+PROMPT_FORMATS = ("leap", "conversation")  # leap_kalm.llm.prompts.PROMPT_FORMATS
 
 
 @dataclass
@@ -22,6 +23,9 @@ class LeapParams(ConfigMixin):
     Attributes:
         env: Text world name (``alfworld``).
         train_method: ``sft`` (DAgger-style aggregation) or ``dpo`` (corrected vs original).
+        prompt_format: ``leap`` (LEAP's per-step prompt: windowed history and the
+            candidate list, one record per step) or ``conversation`` (the episode as one
+            chat, trained as one sequence per trajectory, rolled out append-only).
         history_window: Earlier steps shown in the student's prompt (``null``: all).
         rollout_max_steps: Step cap of training rollouts (LEAP: 20).
         eval_max_steps: Step cap of evaluation rollouts (LEAP: 30).
@@ -36,6 +40,7 @@ class LeapParams(ConfigMixin):
 
     env: str = "alfworld"
     train_method: str = "sft"
+    prompt_format: str = "leap"
     history_window: int | None = 2
     rollout_max_steps: int = 20
     eval_max_steps: int = 30
@@ -55,12 +60,18 @@ class LeapParams(ConfigMixin):
         """How the student prompts itself in this world (``llm.agent.StudentSettings``)."""
         from leap_kalm.llm.agent import StudentSettings
 
-        return StudentSettings(self.env, self.history_window, max_steps, self.batch_size)
+        return StudentSettings(
+            self.env, self.history_window, max_steps, self.batch_size, self.prompt_format
+        )
 
     def __post_init__(self) -> None:
         if self.train_method not in TRAIN_METHODS:
             raise ValueError(
                 f"leap.train_method must be one of {TRAIN_METHODS}, got {self.train_method!r}"
+            )
+        if self.prompt_format not in PROMPT_FORMATS:
+            raise ValueError(
+                f"leap.prompt_format must be one of {PROMPT_FORMATS}, got {self.prompt_format!r}"
             )
 
 

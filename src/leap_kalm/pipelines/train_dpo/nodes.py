@@ -16,10 +16,11 @@ def build_dpo_pairs(
     rollouts: list[dict[str, Any]], corrections: list[dict[str, Any]], leap_params: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """``{prompt, chosen: corrected, rejected: original}`` for every corrected step of this iteration."""
-    from leap_kalm.llm.records import dpo_pairs_from_corrections
+    from leap_kalm.llm.records import dpo_pairs
 
     config = LeapParams.from_dict(leap_params)
-    pairs = dpo_pairs_from_corrections(rollouts, corrections, config.env, config.history_window)
+    fmt = (config.prompt_format, config.env, config.history_window)
+    pairs = dpo_pairs(*fmt, rollouts, corrections)
     logger.info("%d preference pairs from %d corrections", len(pairs), len(corrections))
     return pairs
 

@@ -33,12 +33,11 @@ def build_sft_records(
     from leap_kalm.llm import records as make
 
     config = LeapParams.from_dict(leap_params)
+    fmt = (config.prompt_format, config.env, config.history_window)
     if iteration == 0:
-        new = make.sft_records_from_trajectories(annotated_logs, config.env, config.history_window)
+        new = make.sft_records(*fmt, annotated_logs)
     else:
-        new = make.sft_records_from_corrections(
-            rollouts, corrections, config.env, config.history_window
-        )
+        new = make.sft_records(*fmt, rollouts, corrections)
     pool = [r for r in previous_pool if r["iteration"] < iteration]
     pool += [{**r, "iteration": iteration} for r in new]
     records = make.dagger_training_set(pool, iteration, config.seed, config.val_fraction)

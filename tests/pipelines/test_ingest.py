@@ -11,8 +11,8 @@ from kedro_datasets.json import JSONDataset
 from leap_kalm.datasets import HDF5Dataset, JSONLDataset, NpyDataset
 from leap_kalm.envs.kalm_format import validate_kalm_dataset
 from leap_kalm.pipelines.ingest.nodes import prepare_games, summarize_kalm_offline_data
-from leap_kalm.pipelines.params import KalmIngestParams, TextIngestParams
 from leap_kalm.pipelines.ingest.pipeline import create_pipeline
+from leap_kalm.pipelines.params import KalmIngestParams, TextIngestParams
 
 
 def _catalog(tmp_path, params: dict) -> DataCatalog:

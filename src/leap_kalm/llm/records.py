@@ -54,6 +54,15 @@ def sft_records_from_trajectories(
     return records
 
 
+def _corrected_trajectory(
+    by_id: dict[str, dict[str, Any]], correction: dict[str, Any]
+) -> dict[str, Any]:
+    trajectory = by_id.get(correction["game_id"])
+    if trajectory is None:
+        raise ValueError(f"correction for unknown trajectory {correction['game_id']!r}")
+    return trajectory
+
+
 def _checked_pairs(
     trajectory: dict[str, Any], correction: dict[str, Any]
 ) -> list[tuple[int, dict[str, Any]]]:
@@ -75,9 +84,7 @@ def sft_records_from_corrections(
     by_id = {t["game_id"]: t for t in trajectories}
     records: list[SFTRecord] = []
     for correction in corrections:
-        trajectory = by_id.get(correction["game_id"])
-        if trajectory is None:
-            raise ValueError(f"correction for unknown trajectory {correction['game_id']!r}")
+        trajectory = _corrected_trajectory(by_id, correction)
         for t, step in _checked_pairs(trajectory, correction):
             records.append(
                 {
@@ -99,7 +106,7 @@ def dpo_pairs_from_corrections(
     by_id = {t["game_id"]: t for t in trajectories}
     pairs: list[PreferencePair] = []
     for correction in corrections:
-        trajectory = by_id[correction["game_id"]]
+        trajectory = _corrected_trajectory(by_id, correction)
         for t, step in _checked_pairs(trajectory, correction):
             if not step["is_corrected"]:
                 continue
@@ -163,9 +170,7 @@ def conversation_records_from_corrections(
     by_id = {t["game_id"]: t for t in trajectories}
     records: list[dict[str, Any]] = []
     for correction in corrections:
-        trajectory = by_id.get(correction["game_id"])
-        if trajectory is None:
-            raise ValueError(f"correction for unknown trajectory {correction['game_id']!r}")
+        trajectory = _corrected_trajectory(by_id, correction)
         steps = [step for _, step in _checked_pairs(trajectory, correction)]
         teacher = [(s["corrected_reason"], s["corrected_action"]) for s in steps]
         context = [
@@ -198,7 +203,7 @@ def conversation_dpo_pairs(
     by_id = {t["game_id"]: t for t in trajectories}
     pairs: list[PreferencePair] = []
     for correction in corrections:
-        trajectory = by_id[correction["game_id"]]
+        trajectory = _corrected_trajectory(by_id, correction)
         for t, step in _checked_pairs(trajectory, correction):
             if not step["is_corrected"]:
                 continue
@@ -240,12 +245,12 @@ def aggregate_dagger(
     Subsampling is by trajectory-independent record draws with a per-iteration seed, so
     the result is the same on every run.
     """
-    non_empty = [list(records) for records in per_iteration if records]
+    non_empty = [(i, list(records)) for i, records in enumerate(per_iteration) if records]
     if not non_empty:
         return []
-    smallest = min(len(records) for records in non_empty)
+    smallest = min(len(records) for _, records in non_empty)
     out: list[dict[str, Any]] = []
-    for index, records in enumerate(non_empty):
+    for index, records in non_empty:
         rng = random.Random(zlib.crc32(f"{seed}:{index}".encode()))
         chosen = sorted(rng.sample(range(len(records)), smallest))
         out.extend({**records[i], "iteration_source": index} for i in chosen)

@@ -69,6 +69,12 @@ class LeapParams(ConfigMixin):
             raise ValueError(
                 f"leap.train_method must be one of {TRAIN_METHODS}, got {self.train_method!r}"
             )
+        from leap_kalm.envs.registry import world_names
+
+        if self.env not in world_names("text"):
+            raise ValueError(
+                f"leap.env must be a text world ({', '.join(world_names('text'))}), got {self.env!r}"
+            )
         if self.prompt_format not in PROMPT_FORMATS:
             raise ValueError(
                 f"leap.prompt_format must be one of {PROMPT_FORMATS}, got {self.prompt_format!r}"

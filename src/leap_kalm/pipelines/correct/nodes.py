@@ -66,6 +66,16 @@ def roll_out_student(
     return produce
 
 
+def _privileged_of(privileged: dict[str, Any], trajectory: dict[str, Any]) -> dict[str, Any]:
+    """The privileged state of a trajectory's game, or an error that names the game."""
+    if trajectory["game_id"] not in privileged:
+        raise KeyError(
+            f"no privileged state for game {trajectory['game_id']!r}: run the privilege "
+            "stage on the games index that holds it (kedro run --pipeline=privilege)"
+        )
+    return privileged[trajectory["game_id"]]
+
+
 def correct_failed_rollouts(
     rollouts: list[dict[str, Any]],
     privileged_states: list[dict[str, Any]],
@@ -86,7 +96,7 @@ def correct_failed_rollouts(
     logger.info("correcting %d failed of %d rollouts", len(failed), len(rollouts))
     corrections = []
     for trajectory in track(failed, "teacher corrections"):
-        correction = teacher.correct(trajectory, privileged[trajectory["game_id"]])
+        correction = teacher.correct(trajectory, _privileged_of(privileged, trajectory))
         corrections.append(
             {**correction, "teacher": teacher.kind, "teacher_usage": teacher.usage()}
         )

@@ -1,0 +1,209 @@
+"""`evaluate` nodes, called directly: student selection, (resumable) evaluation rollouts of
+the tiny student, the per-iteration summary and the cumulative report."""
+
+from __future__ import annotations
+
+import pytest
+
+from leap_kalm.pipelines.evaluate.nodes import (
+    SUMMARY_COLUMNS,
+    evaluate_student,
+    report_leap_progress,
+    select_student,
+    summarize_evaluation,
+)
+from leap_kalm.pipelines.train_dpo.nodes import train_dpo_student
+from leap_kalm.pipelines.train_sft.nodes import train_sft_student
+from leap_kalm.schemas import ModelRef
+from tests.pipelines.conftest import LEAP, snapshot
+
+MODEL = {"name": "tiny-test"}
+
+
+@pytest.fixture(scope="module")
+def eval_rollouts(alfworld_games, sft_student):
+    return list(evaluate_student(alfworld_games, sft_student, LEAP, MODEL, 0)([]))
+
+
+def _trajectory(split, task_type, success, num_actions, repairs=()):
+    steps = [{"action": "look", "repair": r} for r in repairs]
+    steps += [{"action": "look"}] * (num_actions - len(steps))
+    return {
+        "split": split,
+        "task_type": task_type,
+        "success": success,
+        "num_actions": num_actions,
+        "steps": steps,
+    }
+
+
+# -- select_student ------------------------------------------------------------------------
+
+
+def test_the_method_not_chosen_is_skipped_and_selection_picks_the_trained_one():
+    skipped_dpo = train_dpo_student([], None, {}, {"train_method": "sft"}, {"name": "tiny-test"}, 1)
+    skipped_sft = train_sft_student([], None, {}, {"train_method": "dpo"}, {"name": "tiny-test"}, 1)
+    assert skipped_dpo.kind == skipped_sft.kind == "skipped"
+    trained = ModelRef(path="/m", kind="adapter")
+    assert select_student(trained, skipped_dpo, {"train_method": "sft"}) is trained
+    assert select_student(skipped_sft, trained, {"train_method": "dpo"}) is trained
+    with pytest.raises(ValueError, match="no student was trained"):
+        select_student(skipped_sft, skipped_dpo, {"train_method": "dpo"})
+    with pytest.raises(
+        ValueError, match=r"leap.train_method must be one of \('sft', 'dpo'\), got 'ppo'"
+    ):
+        select_student(trained, skipped_dpo, {"train_method": "ppo"})
+
+
+# -- evaluate_student ----------------------------------------------------------------------
+
+
+def test_the_student_plays_every_evaluation_game_greedily(
+    eval_rollouts, alfworld_games, sft_student
+):
+    valid = [g for g in alfworld_games if g["split"] in ("valid_seen", "valid_unseen")]
+    assert [(t["game_id"], t["split"], t["task_type"]) for t in eval_rollouts] == [
+        (g["game_id"], g["split"], g["task_type"]) for g in valid
+    ]
+    for trajectory in eval_rollouts:
+        assert trajectory["model_id"] == sft_student.path and trajectory["iteration"] == 0
+        assert trajectory["sampling"]["temperature"] == 0.0 and trajectory["sampling"]["seed"] == 0
+        assert 1 <= trajectory["num_actions"] == len(trajectory["steps"]) <= 3
+
+
+def test_an_evaluation_given_finished_games_plays_only_the_rest(
+    eval_rollouts, alfworld_games, sft_student
+):
+    before = snapshot(alfworld_games)
+    produce = evaluate_student(alfworld_games, sft_student, LEAP, MODEL, 0)
+    assert list(produce(eval_rollouts[:1])) == eval_rollouts[1:]  # greedy: same as uninterrupted
+    assert snapshot(alfworld_games) == before
+
+
+def test_eval_splits_choose_the_games(alfworld_games, sft_student):
+    leap = {**LEAP, "eval_splits": ["valid_unseen"]}
+    played = list(evaluate_student(alfworld_games, sft_student, leap, MODEL, 2)([]))
+    assert [t["split"] for t in played] == ["valid_unseen"] and played[0]["iteration"] == 2
+
+
+def test_students_load_with_the_model_parameters_device_and_dtype(monkeypatch):
+    """`model.device`/`model.dtype` apply to trained students too, not only to the base model."""
+    seen = {}
+
+    def fake_load_model(ref, **kwargs):
+        seen.update(kwargs, ref=ref)
+        raise RuntimeError("loaded")
+
+    monkeypatch.setattr("leap_kalm.llm.models.load_model", fake_load_model)
+    student = ModelRef(path="/students/iter0", kind="adapter")
+    model_params = {"name": "tiny-test", "device": "cpu", "dtype": "float32"}
+    produce = evaluate_student([], student, {"env": "alfworld"}, model_params, 1)
+    with pytest.raises(RuntimeError, match="loaded"):
+        list(produce([]))
+    assert seen == {"ref": student, "merge_adapter": True, "device": "cpu", "dtype": "float32"}
+
+
+# -- summarize_evaluation ------------------------------------------------------------------
+
+
+def test_summary_rows_per_split_and_task_type_plus_all():
+    rollouts = [
+        _trajectory("valid_seen", "clean", True, 4, repairs=["exact", "fuzzy"]),
+        _trajectory("valid_seen", "clean", False, 10, repairs=["unmatched"]),
+        _trajectory("valid_seen", "heat", True, 6),
+        _trajectory("valid_unseen", "heat", False, 8, repairs=["empty", "empty"]),
+    ]
+    before = snapshot(rollouts)
+    summary = summarize_evaluation(rollouts, {"env": "alfworld"}, 3)
+    assert summary["iteration"] == 3 and summary["env"] == "alfworld"
+    assert [
+        (r["split"], r["task_type"], r["success_rate"], r["mean_actions"], r["n"])
+        for r in summary["rows"]
+    ] == [
+        ("valid_seen", "all", 2 / 3, 20 / 3, 3),
+        ("valid_seen", "clean", 0.5, 7.0, 2),
+        ("valid_seen", "heat", 1.0, 6.0, 1),
+        ("valid_unseen", "all", 0.0, 8.0, 1),
+        ("valid_unseen", "heat", 0.0, 8.0, 1),
+    ]
+    assert all(list(r) == SUMMARY_COLUMNS and r["iteration"] == 3 for r in summary["rows"])
+    # steps without a repair field were taken verbatim ("exact")
+    assert summary["action_repairs"] == {"exact": 24, "fuzzy": 1, "unmatched": 1, "empty": 2}
+    assert snapshot(rollouts) == before
+
+
+def test_summary_of_real_evaluation_rollouts(eval_rollouts):
+    summary = summarize_evaluation(eval_rollouts, LEAP, 0)
+    overall = {r["split"]: r for r in summary["rows"] if r["task_type"] == "all"}
+    assert set(overall) == {"valid_seen", "valid_unseen"}
+    assert all(r["n"] == 1 and 0 <= r["success_rate"] <= 1 for r in overall.values())
+    assert sum(summary["action_repairs"].values()) == sum(len(t["steps"]) for t in eval_rollouts)
+
+
+def test_an_empty_evaluation_has_no_rows():
+    summary = summarize_evaluation([], LEAP, 0)
+    assert summary["rows"] == [] and summary["action_repairs"] == {}
+
+
+# -- report_leap_progress ------------------------------------------------------------------
+
+
+def _row(iteration, split, task_type, success_rate, env="alfworld"):
+    return {
+        "iteration": iteration,
+        "env": env,
+        "split": split,
+        "task_type": task_type,
+        "success_rate": success_rate,
+        "mean_actions": 5.0,
+        "n": 2,
+    }
+
+
+def test_the_report_folds_an_iteration_into_the_history():
+    import matplotlib.pyplot as plt
+
+    history = [
+        _row(1, "valid_seen", "all", 0.9),  # an earlier run of iteration 1: replaced
+        _row(0, "valid_unseen", "all", 0.0),
+        _row(0, "valid_seen", "all", 0.5),
+        _row(1, "valid_seen", "all", 0.7, env="webshop"),  # another world's row stays
+    ]
+    evaluation = {
+        "iteration": 1,
+        "env": "alfworld",
+        "rows": [_row(1, "valid_seen", "all", 0.25), _row(1, "valid_seen", "heat", 1.0)],
+    }
+    before = snapshot(history, evaluation)
+    table, rows, figure = report_leap_progress(history, evaluation)
+    try:
+        assert list(table.columns) == SUMMARY_COLUMNS
+        assert [(r["env"], r["iteration"], r["split"], r["task_type"]) for r in rows] == [
+            ("alfworld", 0, "valid_seen", "all"),
+            ("alfworld", 0, "valid_unseen", "all"),
+            ("alfworld", 1, "valid_seen", "all"),
+            ("alfworld", 1, "valid_seen", "heat"),
+            ("webshop", 1, "valid_seen", "all"),
+        ]
+        assert rows[2]["success_rate"] == 0.25
+        assert table.to_dict("records") == rows
+        lines = {line.get_label(): line for line in figure.axes[0].get_lines()}
+        assert set(lines) == {
+            "alfworld valid_seen",
+            "alfworld valid_unseen",
+            "webshop valid_seen",
+        }
+        assert list(lines["alfworld valid_seen"].get_xdata()) == [0, 1]
+        assert list(lines["alfworld valid_seen"].get_ydata()) == [50.0, 25.0]
+        assert snapshot(history, evaluation) == before
+    finally:
+        plt.close(figure)
+
+
+def test_the_first_report_starts_the_history():
+    import matplotlib.pyplot as plt
+
+    evaluation = {"iteration": 0, "env": "alfworld", "rows": [_row(0, "valid_seen", "all", 1.0)]}
+    table, rows, figure = report_leap_progress([], evaluation)
+    plt.close(figure)
+    assert rows == evaluation["rows"] and len(table) == 1

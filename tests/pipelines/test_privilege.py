@@ -1,0 +1,54 @@
+"""`privilege` nodes, called directly on a small generated games index."""
+
+from __future__ import annotations
+
+import pytest
+
+from leap_kalm.pipelines.privilege.nodes import compute_privileged_states
+from tests.pipelines.conftest import LEAP, snapshot
+
+
+def test_one_privileged_state_per_train_game_in_index_order(alfworld_games, train_games):
+    before = snapshot(alfworld_games)
+    states = compute_privileged_states(alfworld_games, LEAP)
+    assert [s["game_id"] for s in states] == [g["game_id"] for g in train_games]
+    assert len(states) == 3 and len(alfworld_games) == 5  # the evaluation games are left out
+    for state, game in zip(states, train_games, strict=True):
+        assert state["task_type"] == game["task_type"]
+        assert state["optimal_actions"] and state["receptacles"]
+        targets = [e for e in state["essential_objects"] if e["role"] == "target"]
+        assert targets and all(t["location"] in state["receptacles"] for t in targets)
+    assert snapshot(alfworld_games) == before
+
+
+def test_the_optimal_plan_wins_its_game(alfworld_games, train_games):
+    """The plan a teacher is shown is correct: played in the game, it wins."""
+    from leap_kalm.envs.alfworld import AlfWorldEnv
+
+    state = compute_privileged_states(alfworld_games[:1], LEAP)[0]
+    env = AlfWorldEnv(train_games[0]["path"], max_steps=50)
+    _, info = env.reset()
+    for action in state["optimal_actions"]:
+        assert action in info["admissible_commands"], action
+        _, _, terminated, _, info = env.step(action)
+    env.close()
+    assert terminated and info["won"]
+
+
+def test_no_train_games_gives_no_states(alfworld_games):
+    valid = [g for g in alfworld_games if g["split"] != "train"]
+    assert compute_privileged_states(valid, LEAP) == []
+    assert compute_privileged_states([], {}) == []
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"env": "nethack"}, "leap.env must be a text world .*got 'nethack'"),
+        ({"env": "clevr"}, "leap.env must be a text world .*got 'clevr'"),
+        ({"enviroment": "alfworld"}, r"unknown keys \['enviroment'\]"),
+    ],
+)
+def test_bad_parameters_are_named(alfworld_games, params, message):
+    with pytest.raises(ValueError, match=message):
+        compute_privileged_states(alfworld_games, params)

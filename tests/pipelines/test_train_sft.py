@@ -1,0 +1,210 @@
+"""`train_sft` nodes, called directly: DAgger-aggregated SFT records from annotated expert
+logs (iteration 0) and corrections (iterations >= 1), and LoRA SFT of the tiny model."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from leap_kalm.llm.prompts import format_completion
+from leap_kalm.pipelines.evaluate.nodes import select_student
+from leap_kalm.pipelines.train_dpo.nodes import train_dpo_student
+from leap_kalm.pipelines.train_sft.nodes import build_sft_records, train_sft_student
+from tests.pipelines.conftest import LEAP, TRAIN, snapshot
+from tests.training.test_sft import RECORDS
+
+SFT_RECORDS = [
+    {**r, "game_id": f"g{i}", "split": "train", "iteration": 0} for i, r in enumerate(RECORDS)
+]
+
+
+def _by_game(records):
+    games = {}
+    for record in records:
+        games.setdefault(record["split"], set()).add(record["game_id"])
+    return games
+
+
+def _adapter_weights(path):
+    from safetensors.torch import load_file
+
+    return load_file(str(Path(path) / "adapter_model.safetensors"))
+
+
+# -- build_sft_records ---------------------------------------------------------------------
+
+
+def test_iteration_0_learns_every_annotated_expert_step(annotated_logs, sft_records_0):
+    records, pool = sft_records_0
+    n_steps = sum(len(t["steps"]) for t in annotated_logs)
+    assert len(pool) == len(records) == n_steps  # one iteration: nothing is subsampled
+    assert {r["iteration"] for r in pool} == {r["iteration"] for r in records} == {0}
+    expected = {
+        (t["game_id"], format_completion(s["reason"], s["action"]))
+        for t in annotated_logs
+        for s in t["steps"]
+    }
+    assert {(r["game_id"], r["completion"][0]["content"]) for r in records} == expected
+    for record in records:
+        assert [m["role"] for m in record["prompt"]] == ["system", "user"]
+        assert record["completion"][0]["role"] == "assistant" and len(record["completion"]) == 1
+    first = annotated_logs[0]["steps"][0]
+    prompt = next(r for r in records if r["completion"][0]["content"].endswith(first["action"]))
+    user = prompt["prompt"][1]["content"]
+    assert annotated_logs[0]["task"] in user
+    assert all(f"- {a}" in user for a in first["candidate_actions"])
+
+
+def test_records_split_85_15_by_trajectory(sft_records_0):
+    records, _ = sft_records_0
+    games = _by_game(records)
+    assert set(games) == {"train", "val"}
+    assert games["train"].isdisjoint(games["val"]) and len(games["val"]) == 1  # of 3 games
+    assert all(r["split"] == "val" for r in records if r["game_id"] in games["val"])
+
+
+def test_no_validation_split_when_val_fraction_is_0(annotated_logs):
+    records, _ = build_sft_records(annotated_logs, [], [], [], {**LEAP, "val_fraction": 0}, 0)
+    assert {r["split"] for r in records} == {"train"}
+
+
+def test_rollouts_and_corrections_are_not_used_at_iteration_0(
+    annotated_logs, failed_rollouts, corrections, sft_records_0
+):
+    before = snapshot(annotated_logs, failed_rollouts, corrections)
+    assert build_sft_records(annotated_logs, failed_rollouts, corrections, [], LEAP, 0) == (
+        sft_records_0
+    )
+    assert snapshot(annotated_logs, failed_rollouts, corrections) == before
+
+
+def test_history_window_hides_older_observations(annotated_logs):
+    trajectory = max(annotated_logs, key=lambda t: len(t["steps"]))
+    second = trajectory["steps"][1]["observation"]  # what step 0's action led to
+
+    def last_prompt(window):
+        records, _ = build_sft_records(
+            [trajectory], [], [], [], {**LEAP, "history_window": window, "val_fraction": 0}, 0
+        )
+        return records[-1]["prompt"][1]["content"]
+
+    assert second in last_prompt(None)
+    hidden = last_prompt(0)
+    assert second not in hidden and "Earlier actions: " + trajectory["steps"][0]["action"] in hidden
+
+
+def test_iteration_1_aggregates_corrections_with_the_pool(
+    failed_rollouts, corrections, sft_records_0
+):
+    _, pool_0 = sft_records_0
+    stale = [{**pool_0[0], "iteration": 1}]  # a record of an earlier run of iteration 1
+    before = snapshot(failed_rollouts, corrections, pool_0)
+    records, pool = build_sft_records([], failed_rollouts, corrections, pool_0 + stale, LEAP, 1)
+    n_new = sum(len(t["steps"]) for t in failed_rollouts)
+    assert Counter(r["iteration"] for r in pool) == {0: len(pool_0), 1: n_new}
+    assert [r for r in pool if r["iteration"] == 0] == pool_0
+    corrected = {
+        (c["game_id"], format_completion(s["corrected_reason"], s["corrected_action"]))
+        for c in corrections
+        for s in c["steps"]
+    }
+    assert {
+        (r["game_id"], r["completion"][0]["content"]) for r in pool if r["iteration"] == 1
+    } == corrected
+    # DAgger: each iteration weighs equally, subsampled to the smallest
+    smallest = min(len(pool_0), n_new)
+    assert Counter(r["iteration"] for r in records) == {0: smallest, 1: smallest}
+    assert {r["split"] for r in records} <= {"train", "val"}
+    assert snapshot(failed_rollouts, corrections, pool_0) == before
+    again = build_sft_records([], failed_rollouts, corrections, pool_0 + stale, LEAP, 1)
+    assert again == (records, pool)
+
+
+def test_corrections_that_do_not_match_their_rollouts_are_named(failed_rollouts, corrections):
+    with pytest.raises(ValueError, match="correction for unknown trajectory"):
+        build_sft_records([], failed_rollouts[1:], corrections, [], LEAP, 1)
+    short = {**corrections[0], "steps": corrections[0]["steps"][:-1]}
+    with pytest.raises(ValueError, match="steps, the trajectory"):
+        build_sft_records([], failed_rollouts, [short], [], LEAP, 1)
+
+
+# -- train_sft_student ---------------------------------------------------------------------
+
+
+def test_sft_node_trains_in_two_processes_when_asked(tiny_model_dir, staging):
+    params = {
+        "max_steps": 1,
+        "per_device_train_batch_size": 2,
+        "lora": {"r": 2, "alpha": 4},
+        "num_processes": 2,
+    }
+    ref = train_sft_student(
+        SFT_RECORDS, None, params, {"train_method": "sft"}, {"name": tiny_model_dir}, 0
+    )
+    assert ref.kind == "adapter" and ref.meta["staged"] and ref.meta["world_size"] == 2
+    assert ref.meta["iteration"] == 0 and ref.meta["n_records"] == len(SFT_RECORDS)
+    assert Path(ref.path).parent == staging
+
+
+def test_sft_is_skipped_when_the_iteration_trains_with_dpo():
+    skipped = train_sft_student([], None, {}, {"train_method": "dpo"}, {"name": "tiny-test"}, 1)
+    assert skipped.kind == "skipped" and skipped.meta == {"reason": "train_method is dpo"}
+    with pytest.raises(
+        ValueError, match=r"leap.train_method must be one of \('sft', 'dpo'\), got 'ppo'"
+    ):
+        train_sft_student([], None, {}, {"train_method": "ppo"}, {}, 0)
+
+
+def test_iteration_0_is_behaviour_cloning_even_when_dpo_is_chosen(tiny_model_dir, staging):
+    params = {"max_steps": 1, "per_device_train_batch_size": 2, "lora": {"r": 2, "alpha": 4}}
+    leap = {"train_method": "dpo"}
+    sft = train_sft_student(SFT_RECORDS, None, params, leap, {"name": tiny_model_dir}, 0)
+    dpo = train_dpo_student([], None, {}, leap, {"name": tiny_model_dir}, 0)
+    assert sft.kind == "adapter" and dpo.kind == "skipped"
+    assert select_student(sft, dpo, leap) is sft
+
+
+def test_iteration_one_needs_the_previous_student():
+    with pytest.raises(FileNotFoundError, match="needs the student of iteration 0"):
+        train_sft_student(
+            SFT_RECORDS, None, {"max_steps": 1}, {"train_method": "sft"}, {"name": "tiny-test"}, 1
+        )
+
+
+def test_iteration_0_trains_on_the_train_split_only(sft_student, sft_records_0, tiny_model_dir):
+    records, _ = sft_records_0
+    assert sft_student.kind == "adapter" and sft_student.meta["staged"]
+    assert sft_student.meta["n_records"] == sum(r["split"] == "train" for r in records)
+    assert sft_student.meta["n_records"] < len(records)  # val records are held out
+    assert sft_student.meta["started_from"] == tiny_model_dir
+    assert sft_student.meta["iteration"] == 0 and sft_student.meta["params"]["seed"] == 0
+    assert sft_student.meta["params"]["lora"]["r"] == 2
+    assert (Path(sft_student.path) / "adapter_config.json").is_file()
+
+
+def test_iteration_1_continues_training_the_previous_adapter(
+    sft_student, failed_rollouts, corrections, sft_records_0, staging
+):
+    records, _ = build_sft_records([], failed_rollouts, corrections, sft_records_0[1], LEAP, 1)
+    before = snapshot(records)
+    ref = train_sft_student(records, sft_student, TRAIN, LEAP, {"name": "tiny-test"}, 1)
+    assert ref.kind == "adapter" and Path(ref.path).parent == staging
+    assert ref.meta["started_from"] == sft_student.path
+    assert ref.meta["iteration"] == 1 and ref.meta["params"]["seed"] == 1  # seed + iteration
+    old, new = _adapter_weights(sft_student.path), _adapter_weights(ref.path)
+    assert old.keys() == new.keys()
+    assert any(not (old[k] == new[k]).all() for k in old), "one step changes the adapter"
+    assert snapshot(records) == before
+
+
+def test_unknown_trainer_settings_fail_before_loading_a_model(monkeypatch, sft_records_0):
+    def fail(*args, **kwargs):
+        raise AssertionError("no model should be loaded")
+
+    monkeypatch.setattr("leap_kalm.llm.models.load_model", fail)
+    with pytest.raises(ValueError, match=r"unknown keys \['learning_rat'\]"):
+        train_sft_student(
+            sft_records_0[0], None, {"learning_rat": 1e-3}, LEAP, {"name": "tiny-test"}, 0
+        )

@@ -95,3 +95,83 @@ def test_dagger_balances_iterations():
     assert [sum(r["iteration_source"] == k for r in merged) for k in range(3)] == [4, 4, 4]
     assert merged == aggregate_dagger([it0, it1, it2], seed=0)
     assert aggregate_dagger([], seed=0) == []
+
+
+# -- conversation format ----------------------------------------------------------
+def _answers(messages):
+    return [m["content"] for m in messages if m["role"] == "assistant"]
+
+
+def test_a_trajectory_is_one_conversation_with_loss_on_every_answer():
+    from leap_kalm.llm.records import conversation_records_from_trajectories
+
+    (record,) = conversation_records_from_trajectories([_trajectory("g1")], "alfworld")
+    roles = [m["role"] for m in record["messages"]]
+    assert roles == ["system"] + ["user", "assistant"] * 3
+    assert record["loss_turns"] == [2, 4, 6]
+    assert all(record["messages"][i]["role"] == "assistant" for i in record["loss_turns"])
+    assert record["messages"][1]["content"].startswith("Your task is: put a mug in the sink\nobs 0")
+    assert [m["content"] for m in record["messages"][3::2]] == ["obs 1", "obs 2"]
+    assert _answers(record["messages"])[2] == "REASON:\nr2\nACTION:\nlook"
+    assert "Candidate actions" not in "".join(m["content"] for m in record["messages"])
+
+
+def test_corrections_are_cut_where_the_student_diverged():
+    from leap_kalm.llm.records import conversation_records_from_corrections
+
+    correction = _correction("g1", n=5, corrected=(1, 3))
+    records = conversation_records_from_corrections(
+        [_trajectory("g1", 5)], [correction], "alfworld"
+    )
+    # segments end at each corrected step, plus one for the steps after the last
+    assert [r["loss_turns"] for r in records] == [[2, 4], [6, 8], [10]]
+    first, second, third = (_answers(r["messages"]) for r in records)
+    assert first == [
+        "REASON:\nbetter 0\nACTION:\nlook",
+        "REASON:\nbetter 1\nACTION:\ngo to shelf 1",
+    ]
+    # later segments show the student's original answer at an earlier corrected step:
+    # the observations after it followed that action
+    assert second[1] == "REASON:\nr1\nACTION:\nlook" and second[0] == first[0]
+    assert second[3] == "REASON:\nbetter 3\nACTION:\ngo to shelf 3"
+    assert third[3] == "REASON:\nr3\nACTION:\nlook" and len(third) == 5
+    trained = [i for r in records for i in r["loss_turns"]]
+    assert trained == sorted(set(trained)) == [2, 4, 6, 8, 10]  # every step once
+
+
+def test_a_correction_ending_on_a_corrected_step_has_no_empty_segment():
+    from leap_kalm.llm.records import conversation_records_from_corrections
+
+    correction = _correction("g1", n=3, corrected=(2,))
+    records = conversation_records_from_corrections([_trajectory("g1")], [correction], "alfworld")
+    assert [r["loss_turns"] for r in records] == [[2, 4, 6]]
+
+
+def test_conversation_dpo_prompt_is_the_students_own_chat():
+    from leap_kalm.llm.records import conversation_dpo_pairs, dpo_pairs
+
+    (pair,) = conversation_dpo_pairs([_trajectory("g1")], [_correction("g1")], "alfworld")
+    assert [m["role"] for m in pair["prompt"]] == ["system", "user", "assistant", "user"]
+    assert pair["prompt"][2]["content"] == "REASON:\nr0\nACTION:\nlook"
+    assert pair["prompt"][3]["content"] == "obs 1"
+    assert pair["chosen"][0]["content"].endswith("go to shelf 1")
+    assert pair["rejected"][0]["content"].endswith("look")
+    assert dpo_pairs(
+        "conversation", "alfworld", None, [_trajectory("g1")], [_correction("g1")]
+    ) == [pair]
+    with pytest.raises(ValueError, match="prompt_format must be one of"):
+        dpo_pairs("chat", "alfworld", None, [], [])
+
+
+def test_sft_records_dispatch_on_the_prompt_format():
+    from leap_kalm.llm.records import sft_records
+
+    trajectories, corrections = [_trajectory("g1")], [_correction("g1")]
+    assert sft_records("leap", "alfworld", 2, trajectories) == sft_records_from_trajectories(
+        trajectories, "alfworld", 2
+    )
+    assert len(sft_records("leap", "alfworld", 2, trajectories, corrections)) == 3
+    assert len(sft_records("conversation", "alfworld", None, trajectories)) == 1
+    assert len(sft_records("conversation", "alfworld", None, trajectories, corrections)) == 2
+    with pytest.raises(ValueError, match="prompt_format must be one of"):
+        sft_records("chat", "alfworld", None, trajectories)

@@ -106,3 +106,49 @@ def test_completion_only_scoring_gives_the_same_loss_and_gradients(tiny_model_di
     assert len(full_grads) == len(compact_grads) > 0
     for a, b in zip(full_grads, compact_grads, strict=True):
         assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_conversation_masks_cover_exactly_the_trained_answers(tiny_model_dir):
+    from leap_kalm.llm.models import load_model
+    from leap_kalm.llm.prompts import build_conversation
+    from leap_kalm.training.sft import tokenize_conversation
+
+    _, tokenizer = load_model(tiny_model_dir)
+    steps = [
+        {"observation": "obs 0", "reason": "first", "action": "go to shelf 1"},
+        {"observation": "obs 1", "reason": "second", "action": "take mug 1 from shelf 1"},
+    ]
+    messages = build_conversation("alfworld", "find a mug", steps)
+    row = tokenize_conversation(tokenizer, messages, [4])
+    trained = tokenizer.decode(
+        [i for i, m in zip(row["input_ids"], row["assistant_masks"], strict=True) if m]
+    )
+    assert trained.startswith("REASON:\nsecond\nACTION:\ntake mug 1 from shelf 1")
+    assert "first" not in trained and "obs" not in trained
+    both = tokenize_conversation(tokenizer, messages, [2, 4])
+    assert both["input_ids"] == row["input_ids"] and sum(both["assistant_masks"]) > sum(
+        row["assistant_masks"]
+    )
+    with pytest.raises(ValueError, match="loss turn 1 is a user turn"):
+        tokenize_conversation(tokenizer, messages, [1])
+
+
+def test_sft_trains_on_conversation_records(tiny_model_dir, tmp_path):
+    import torch
+
+    from leap_kalm.llm.records import conversation_records_from_trajectories
+
+    model, tokenizer = load_model(tiny_model_dir)
+    before = _snapshot(model)
+    trajectory = {
+        "game_id": "g",
+        "task": "find a mug",
+        "steps": [{"observation": f"obs {t}", "reason": "r", "action": "look"} for t in range(3)],
+    }
+    records = conversation_records_from_trajectories([trajectory] * 2, "alfworld")
+    params = SFTParams.from_dict(
+        {"max_steps": 1, "learning_rate": 1e-2, "per_device_train_batch_size": 2, "lora": {"r": 0}}
+    )
+    ref = train_sft(model, tokenizer, records, params, str(tmp_path / "out"))
+    assert ref.kind == "model" and ref.meta["train/train_loss"] > 0
+    assert any(not torch.equal(before[k], v) for k, v in _snapshot(model).items())

@@ -170,7 +170,12 @@ def test_iteration_0_train_select_evaluate_report(
         "split": "valid_seen",
         "task_type": "all",
         "success_rate": 1.0,
+        "ci_low": 0.7,
+        "ci_high": 1.0,
         "mean_actions": 1.0,
+        "mean_actions_won": 1.0,
+        "invalid_action_rate": 0.0,
+        "repeat_rate": 0.0,
         "n": 9,
     }
     catalog = _catalog(
@@ -203,7 +208,11 @@ def test_iteration_0_train_select_evaluate_report(
     history = catalog.load("leap_eval_history_updated")
     assert history == evaluation["rows"] and old_row not in history
     table = catalog.load("leap_eval_summary")
-    assert table.to_dict("records") == history
+    import pandas as pd
+
+    from leap_kalm.pipelines.evaluate.nodes import SUMMARY_COLUMNS
+
+    pd.testing.assert_frame_equal(table, pd.DataFrame(history, columns=SUMMARY_COLUMNS))
     import matplotlib.pyplot as plt
 
     figure = catalog.load("leap_success_plot")

@@ -26,8 +26,8 @@ def eval_rollouts(alfworld_games, sft_student):
 
 
 def _trajectory(split, task_type, success, num_actions, repairs=()):
-    steps = [{"action": "look", "repair": r} for r in repairs]
-    steps += [{"action": "look"}] * (num_actions - len(steps))
+    steps = [{"action": "look", "candidate_actions": ["look"], "repair": r} for r in repairs]
+    steps += [{"action": "look", "candidate_actions": ["look"]}] * (num_actions - len(steps))
     return {
         "split": split,
         "task_type": task_type,
@@ -132,6 +132,35 @@ def test_summary_rows_per_split_and_task_type_plus_all():
     assert snapshot(rollouts) == before
 
 
+def test_success_row_reports_the_interval_and_behaviour_diagnostics():
+    from leap_kalm.pipelines.evaluate.nodes import success_row
+
+    def step(action):
+        return {"action": action, "candidate_actions": ["look", "go to desk 1"]}
+
+    won = {"success": True, "num_actions": 2, "steps": [step("go to desk 1"), step("look")]}
+    lost = {"success": False, "num_actions": 3, "steps": [step("look"), step("look"), step("fly")]}
+    row = success_row([won, lost, lost, lost])
+    assert row["success_rate"] == 0.25 and row["n"] == 4
+    assert row["ci_low"] == pytest.approx(0.0456, abs=1e-3)
+    assert row["ci_high"] == pytest.approx(0.6994, abs=1e-3)
+    assert row["mean_actions"] == 11 / 4 and row["mean_actions_won"] == 2.0
+    assert row["invalid_action_rate"] == 3 / 11  # "fly" is no candidate, in 3 episodes
+    assert row["repeat_rate"] == 3 / 11  # look, look in each lost episode
+    assert success_row([lost])["mean_actions_won"] is None
+
+
+def test_wilson_interval():
+    from leap_kalm.stats import wilson_interval
+
+    assert wilson_interval(3, 30) == pytest.approx((0.0346, 0.2562), abs=1e-4)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    low, high = wilson_interval(60, 60)
+    assert high == 1.0 and 0.93 < low < 0.95
+    with pytest.raises(ValueError, match="within 0..5"):
+        wilson_interval(6, 5)
+
+
 def test_summary_of_real_evaluation_rollouts(eval_rollouts):
     summary = summarize_evaluation(eval_rollouts, LEAP, 0)
     overall = {r["split"]: r for r in summary["rows"] if r["task_type"] == "all"}
@@ -155,7 +184,12 @@ def _row(iteration, split, task_type, success_rate, env="alfworld"):
         "split": split,
         "task_type": task_type,
         "success_rate": success_rate,
+        "ci_low": 0.0,
+        "ci_high": 1.0,
         "mean_actions": 5.0,
+        "mean_actions_won": 4.0,
+        "invalid_action_rate": 0.1,
+        "repeat_rate": 0.2,
         "n": 2,
     }
 

@@ -87,15 +87,11 @@ def test_iteration_0_then_1(two_iterations):
     summary = pd.read_csv(versions[-1] / "leap_eval_summary.csv")
     assert set(summary["iteration"]) == {0, 1}
     assert set(summary["split"]) == {"valid_seen", "valid_unseen"}
-    assert list(summary.columns) == [
-        "iteration",
-        "env",
-        "split",
-        "task_type",
-        "success_rate",
-        "mean_actions",
-        "n",
-    ]
+    from leap_kalm.pipelines.evaluate.nodes import SUMMARY_COLUMNS
+
+    assert list(summary.columns) == SUMMARY_COLUMNS
+    assert (summary["ci_low"] <= summary["success_rate"]).all()
+    assert (summary["success_rate"] <= summary["ci_high"]).all()
     overall = summary[summary["task_type"] == "all"]
     assert (overall["n"] == 2).all() and overall["success_rate"].between(0, 1).all()
 

@@ -15,7 +15,20 @@ from leap_kalm.schemas import ModelRef
 
 logger = logging.getLogger(__name__)
 
-SUMMARY_COLUMNS = ["iteration", "env", "split", "task_type", "success_rate", "mean_actions", "n"]
+SUMMARY_COLUMNS = [
+    "iteration",
+    "env",
+    "split",
+    "task_type",
+    "success_rate",
+    "ci_low",
+    "ci_high",
+    "mean_actions",
+    "mean_actions_won",
+    "invalid_action_rate",
+    "repeat_rate",
+    "n",
+]
 
 
 def select_student(
@@ -56,29 +69,52 @@ def evaluate_student(
     return produce
 
 
+def success_row(trajectories: list[dict[str, Any]]) -> dict[str, Any]:
+    """Success with its Wilson 95% interval, and behaviour diagnostics, of some episodes.
+
+    ``invalid_action_rate`` is the share of steps whose action was not a candidate,
+    ``repeat_rate`` the share of steps that repeated the previous action, and
+    ``mean_actions_won`` the mean length of the won episodes (``None`` when none was won).
+    """
+    from leap_kalm.stats import wilson_interval
+
+    n = len(trajectories)
+    wins = [t for t in trajectories if t["success"]]
+    steps = [s for t in trajectories for s in t["steps"]]
+    repeats = sum(
+        a["action"] == b["action"]
+        for t in trajectories
+        for a, b in zip(t["steps"], t["steps"][1:], strict=False)
+    )
+    low, high = wilson_interval(len(wins), n)
+    return {
+        "success_rate": len(wins) / n,
+        "ci_low": low,
+        "ci_high": high,
+        "mean_actions": sum(t["num_actions"] for t in trajectories) / n,
+        "mean_actions_won": (sum(t["num_actions"] for t in wins) / len(wins)) if wins else None,
+        "invalid_action_rate": sum(s["action"] not in s["candidate_actions"] for s in steps)
+        / max(len(steps), 1),
+        "repeat_rate": repeats / max(len(steps), 1),
+        "n": n,
+    }
+
+
 def summarize_evaluation(
     eval_rollouts: list[dict[str, Any]], leap_params: dict[str, Any], iteration: int
 ) -> dict[str, Any]:
-    """Success rate and mean #actions per split and task type (and ``all``) for one iteration."""
+    """Success (with a 95% interval), length and diagnostics per split and task type (and
+    ``all``) for one iteration; see :func:`success_row`."""
     config = LeapParams.from_dict(leap_params)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for trajectory in eval_rollouts:
         groups[(trajectory["split"], trajectory["task_type"])].append(trajectory)
         groups[(trajectory["split"], "all")].append(trajectory)
-    rows = []
-    for (split, task_type), trajectories in sorted(groups.items()):
-        n = len(trajectories)
-        rows.append(
-            {
-                "iteration": iteration,
-                "env": config.env,
-                "split": split,
-                "task_type": task_type,
-                "success_rate": sum(t["success"] for t in trajectories) / n,
-                "mean_actions": sum(t["num_actions"] for t in trajectories) / n,
-                "n": n,
-            }
-        )
+    rows = [
+        {"iteration": iteration, "env": config.env, "split": split, "task_type": task_type}
+        | success_row(trajectories)
+        for (split, task_type), trajectories in sorted(groups.items())
+    ]
     repairs: dict[str, int] = defaultdict(int)
     for trajectory in eval_rollouts:
         for step in trajectory["steps"]:

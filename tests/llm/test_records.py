@@ -148,9 +148,9 @@ def test_a_correction_ending_on_a_corrected_step_has_no_empty_segment():
 
 
 def test_conversation_dpo_prompt_is_the_students_own_chat():
-    from leap_kalm.llm.records import conversation_dpo_pairs, dpo_pairs
+    from leap_kalm.llm.records import dpo_pairs
 
-    (pair,) = conversation_dpo_pairs([_trajectory("g1")], [_correction("g1")], "alfworld")
+    (pair,) = dpo_pairs("conversation", "alfworld", None, [_trajectory("g1")], [_correction("g1")])
     assert [m["role"] for m in pair["prompt"]] == ["system", "user", "assistant", "user"]
     assert pair["prompt"][2]["content"] == "REASON:\nr0\nACTION:\nlook"
     assert pair["prompt"][3]["content"] == "obs 1"

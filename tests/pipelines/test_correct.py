@@ -165,20 +165,3 @@ def test_n_rollout_games_samples_a_seeded_subset(alfworld_games, student, train_
     again = [t["game_id"] for t in roll_out_student(alfworld_games, student, leap, MODEL, 1)([])]
     assert len(first) == 2 == len(set(first)) and first == again
     assert set(first) <= {g["game_id"] for g in train_games}
-
-
-def test_students_load_with_the_model_parameters_device_and_dtype(monkeypatch):
-    """`model.device`/`model.dtype` apply to trained students too, not only to the base model."""
-    seen = {}
-
-    def fake_load_model(ref, **kwargs):
-        seen.update(kwargs, ref=ref)
-        raise RuntimeError("loaded")
-
-    monkeypatch.setattr("leap_kalm.llm.models.load_model", fake_load_model)
-    student = ModelRef(path="/students/iter0", kind="adapter")
-    model_params = {"name": "tiny-test", "device": "cpu", "dtype": "float32"}
-    produce = roll_out_student([], student, {"env": "alfworld"}, model_params, 1)
-    with pytest.raises(RuntimeError, match="loaded"):
-        list(produce([]))
-    assert seen == {"ref": student, "merge_adapter": True, "device": "cpu", "dtype": "float32"}

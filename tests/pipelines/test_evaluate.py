@@ -86,8 +86,12 @@ def test_eval_splits_choose_the_games(alfworld_games, sft_student):
     assert [t["split"] for t in played] == ["valid_unseen"] and played[0]["iteration"] == 2
 
 
-def test_students_load_with_the_model_parameters_device_and_dtype(monkeypatch):
-    """`model.device`/`model.dtype` apply to trained students too, not only to the base model."""
+@pytest.mark.parametrize("stage", ["rollout", "evaluate"])
+def test_students_load_with_the_model_parameters_device_and_dtype(monkeypatch, stage):
+    """`model.device`/`model.dtype` apply to trained students too, not only to the base
+    model, in the rollout and the evaluation node alike (both use load_student_policy)."""
+    from leap_kalm.pipelines.correct.nodes import roll_out_student
+
     seen = {}
 
     def fake_load_model(ref, **kwargs):
@@ -97,7 +101,8 @@ def test_students_load_with_the_model_parameters_device_and_dtype(monkeypatch):
     monkeypatch.setattr("leap_kalm.llm.models.load_model", fake_load_model)
     student = ModelRef(path="/students/iter0", kind="adapter")
     model_params = {"name": "tiny-test", "device": "cpu", "dtype": "float32"}
-    produce = evaluate_student([], student, {"env": "alfworld"}, model_params, 1)
+    node = roll_out_student if stage == "rollout" else evaluate_student
+    produce = node([], student, {"env": "alfworld"}, model_params, 1)
     with pytest.raises(RuntimeError, match="loaded"):
         list(produce([]))
     assert seen == {"ref": student, "merge_adapter": True, "device": "cpu", "dtype": "float32"}

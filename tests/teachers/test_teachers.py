@@ -230,12 +230,18 @@ def test_make_teacher_builds_each_kind_and_names_what_is_wrong(games, monkeypatc
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
     llm = make_teacher("alfworld", {"kind": "llm", "client": {"base_url": "http://127.0.0.1:9/v1"}})
-    assert isinstance(llm, LLMTeacher) and llm.kind == "llm" and llm.usage() == llm.client.usage.as_dict()
+    assert (
+        isinstance(llm, LLMTeacher)
+        and llm.kind == "llm"
+        and llm.usage() == llm.client.usage.as_dict()
+    )
     privileged = games[0][1]
     assert llm.render(privileged) == render_privileged_state(privileged)
     with pytest.raises(ValueError, match="teacher.kind must be one of"):
         make_teacher("alfworld", {"kind": "oracle"})
-    with pytest.raises(ValueError, match="no scripted teacher for world 'clevr'.*use teacher.kind: llm"):
+    with pytest.raises(
+        ValueError, match="no scripted teacher for world 'clevr'.*use teacher.kind: llm"
+    ):
         make_teacher("clevr", {"kind": "scripted"})
     with pytest.raises(ValueError, match="unknown keys"):
         make_teacher("alfworld", {"kind": "scripted", "realism": 3})

@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from leap_kalm.llm.prompts import build_conversation, build_student_messages, format_completion
+from leap_kalm.llm.prompts import build_conversation, format_completion, student_messages
 from leap_kalm.schemas import PreferencePair, SFTRecord
 
 
@@ -24,10 +24,15 @@ def _assistant(reason: str, action: str) -> list[dict[str, str]]:
 
 
 def _prompt(
-    env: str, trajectory: dict[str, Any], t: int, history_window: int | None
+    env: str,
+    trajectory: dict[str, Any],
+    t: int,
+    history_window: int | None,
+    prompt_format: str = "leap",
 ) -> list[dict[str, str]]:
     steps = trajectory["steps"]
-    return build_student_messages(
+    return student_messages(
+        prompt_format,
         env,
         trajectory["task"],
         steps[:t],
@@ -101,8 +106,11 @@ def dpo_pairs_from_corrections(
     corrections: Sequence[dict[str, Any]],
     env: str,
     history_window: int | None = None,
+    prompt_format: str = "leap",
 ) -> list[PreferencePair]:
-    """One pair per corrected step: chosen = teacher's correction, rejected = the student's original."""
+    """One pair per corrected step: chosen = teacher's correction, rejected = the student's
+    original; the prompt is what the student saw at that step in ``prompt_format`` (with
+    ``conversation``, its own chat up to that step)."""
     by_id = {t["game_id"]: t for t in trajectories}
     pairs: list[PreferencePair] = []
     for correction in corrections:
@@ -112,7 +120,7 @@ def dpo_pairs_from_corrections(
                 continue
             pairs.append(
                 {
-                    "prompt": _prompt(env, trajectory, t, history_window),
+                    "prompt": _prompt(env, trajectory, t, history_window, prompt_format),
                     "chosen": _assistant(step["corrected_reason"], step["corrected_action"]),
                     "rejected": _assistant(step["original_reason"], step["original_action"]),
                     "game_id": trajectory["game_id"],
@@ -195,32 +203,6 @@ def conversation_records_from_corrections(
     return records
 
 
-def conversation_dpo_pairs(
-    trajectories: Sequence[dict[str, Any]], corrections: Sequence[dict[str, Any]], env: str
-) -> list[PreferencePair]:
-    """One pair per corrected step: the student's own chat up to that step as the prompt,
-    the teacher's answer chosen, the student's original answer rejected."""
-    by_id = {t["game_id"]: t for t in trajectories}
-    pairs: list[PreferencePair] = []
-    for correction in corrections:
-        trajectory = _corrected_trajectory(by_id, correction)
-        for t, step in _checked_pairs(trajectory, correction):
-            if not step["is_corrected"]:
-                continue
-            steps = trajectory["steps"]
-            pairs.append(
-                {
-                    "prompt": build_conversation(
-                        env, trajectory["task"], steps[:t], steps[t]["observation"]
-                    ),
-                    "chosen": _assistant(step["corrected_reason"], step["corrected_action"]),
-                    "rejected": _assistant(step["original_reason"], step["original_action"]),
-                    "game_id": trajectory["game_id"],
-                }
-            )
-    return pairs
-
-
 def split_by_trajectory(
     records: Sequence[dict[str, Any]], val_fraction: float = 0.15, seed: int = 0
 ) -> tuple[list, list]:
@@ -297,10 +279,8 @@ def dpo_pairs(
     corrections: Sequence[dict[str, Any]],
 ) -> list[PreferencePair]:
     """Preference pairs (corrected vs original) in ``prompt_format``."""
-    if prompt_format == "conversation":
-        return conversation_dpo_pairs(trajectories, corrections, env)
     _check_format(prompt_format)
-    return dpo_pairs_from_corrections(trajectories, corrections, env, history_window)
+    return dpo_pairs_from_corrections(trajectories, corrections, env, history_window, prompt_format)
 
 
 def _check_format(prompt_format: str) -> None:

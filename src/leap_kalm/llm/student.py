@@ -32,5 +32,6 @@ def load_student_policy(
     from leap_kalm.llm.models import load_model
 
     model, tokenizer = load_model(ref, merge_adapter=True, **model_load_kwargs(model_params))
+    model.requires_grad_(False)  # inference only
     generator = EpisodeGenerator(model, tokenizer, SamplingParams.from_dict(sampling))
     return StudentPolicy(generator, settings, model_id_of(ref))

@@ -50,14 +50,24 @@ def tiny(tiny_model_dir):
     return load_model(tiny_model_dir, device="cpu")
 
 
-def _policy(tiny, batch_size=3, temperature=1.0):
+def _policy(tiny, batch_size=3, temperature=1.0, **settings):
     model, tokenizer = tiny
     sampling = SamplingParams(max_new_tokens=24, temperature=temperature, seed=11)
     return StudentPolicy(
         EpisodeGenerator(model, tokenizer, sampling),
-        StudentSettings(env_name="toy", max_steps=4, batch_size=batch_size),
+        StudentSettings(env_name="toy", max_steps=4, batch_size=batch_size, **settings),
         "tiny-test",
     )
+
+
+@pytest.mark.parametrize("prompt_format", ["leap", "conversation"])
+def test_scored_actions_are_always_candidates(tiny, prompt_format):
+    policy = _policy(tiny, action_selection="score", prompt_format=prompt_format)
+    trajectories = list(roll_out(_specs(4), policy, "toy"))
+    steps = [s for t in trajectories for s in t["steps"]]
+    assert steps and all(s["repair"] == "scored" for s in steps)
+    assert all(s["action"] in s["candidate_actions"] for s in steps)
+    assert policy.repair_counts()["scored"] == len(steps)
 
 
 def test_rollout_shapes_and_bookkeeping(tiny):

@@ -105,3 +105,27 @@ def test_unknown_sampling_keys():
 def test_mismatched_keys():
     with pytest.raises(ValueError, match="2 prompts but 1 keys"):
         EpisodeGenerator.generate(object.__new__(EpisodeGenerator), ["a", "b"], ["k"])
+
+
+def test_scores_are_the_summed_log_probabilities_of_a_full_forward(tiny):
+    import torch
+
+    model, tokenizer = tiny
+    gen = EpisodeGenerator(model, tokenizer, SamplingParams(max_new_tokens=4))
+    prompt = gen.chat_prompt([{"role": "user", "content": "go to the fridge"}])
+    options = ["go to fridge 1", "look", "take apple 1 from countertop 2"]
+    scores = gen.score([prompt], ["ep"], [options])[0]
+    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    for option, score in zip(options, scores, strict=True):
+        tail = tokenizer(option, add_special_tokens=False)["input_ids"] + [end]
+        with torch.no_grad():
+            logits = model(torch.tensor([ids + tail])).logits[0].float()
+        logprobs = torch.log_softmax(logits, dim=-1)
+        expected = sum(float(logprobs[len(ids) - 1 + k, tok]) for k, tok in enumerate(tail))
+        assert score == pytest.approx(expected, abs=1e-4)
+    # scored again: the prompt comes from the cache, the scores do not change
+    small = EpisodeGenerator(model, tokenizer, SamplingParams(), max_batch=2)
+    assert small.score([prompt], ["ep"], [options])[0] == pytest.approx(scores, abs=1e-4)
+    assert gen.score([prompt], ["ep"], [options])[0] == pytest.approx(scores, abs=1e-4)
+    assert gen.stats.reused_tokens >= len(ids) - 1

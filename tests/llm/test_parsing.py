@@ -74,5 +74,6 @@ def test_normalize_and_counts():
         "fuzzy": 0,
         "unmatched": 1,
         "empty": 0,
+        "scored": 0,
     }
     assert match_candidate("look", []) == ("look", "unmatched", 0.0)

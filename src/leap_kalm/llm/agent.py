@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from leap_kalm.llm.generation import EpisodeGenerator
-from leap_kalm.llm.parsing import count_repairs, parse_answer
+from leap_kalm.llm.parsing import ParsedAnswer, count_repairs, parse_answer
 from leap_kalm.llm.prompts import student_messages
 from leap_kalm.schemas import EpisodeSpec, Trajectory, make_trajectory
 
@@ -31,6 +31,7 @@ class StudentSettings:
     max_steps: int = 20
     batch_size: int = 8
     prompt_format: str = "leap"
+    action_selection: str = "generate"
 
 
 def task_from_observation(observation: str) -> str:
@@ -67,20 +68,38 @@ class StudentPolicy:
             )
             for ep in episodes
         ]
-        texts = self.generator.generate(prompts, [ep["key"] for ep in episodes])
-        decisions = []
-        for ep, text in zip(episodes, texts, strict=True):
-            parsed = parse_answer(text, ep["candidates"])
-            self.answers.append(parsed)
-            decisions.append(
-                {
-                    "reason": parsed.reason,
-                    "action": parsed.action,
-                    "raw_action": parsed.raw_action,
-                    "repair": parsed.repair,
-                }
+        keys = [ep["key"] for ep in episodes]
+        texts = self.generator.generate(prompts, keys)
+        parsed = [parse_answer(t, ep["candidates"]) for t, ep in zip(texts, episodes, strict=True)]
+        if self.settings.action_selection == "score":
+            parsed = self._score(prompts, keys, parsed, episodes)
+        self.answers.extend(parsed)
+        return [
+            {"reason": p.reason, "action": p.action, "raw_action": p.raw_action, "repair": p.repair}
+            for p in parsed
+        ]
+
+    def _score(
+        self,
+        prompts: list[str],
+        keys: list[Any],
+        parsed: list[ParsedAnswer],
+        episodes: Sequence[dict[str, Any]],
+    ) -> list[ParsedAnswer]:
+        """Keep each generated reason; take the candidate the student finds most likely after it."""
+        live = [i for i, ep in enumerate(episodes) if ep["candidates"]]
+        scores = self.generator.score(
+            [prompts[i] + f"REASON:\n{parsed[i].reason}\nACTION:\n" for i in live],
+            [keys[i] for i in live],
+            [episodes[i]["candidates"] for i in live],
+        )
+        out = list(parsed)
+        for i, row in zip(live, scores, strict=True):
+            best = max(range(len(row)), key=row.__getitem__)
+            out[i] = replace(
+                parsed[i], action=episodes[i]["candidates"][best], repair="scored", score=row[best]
             )
-        return decisions
+        return out
 
     def repair_counts(self) -> dict[str, int]:
         return count_repairs(self.answers)

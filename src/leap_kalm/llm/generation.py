@@ -106,6 +106,11 @@ class EpisodeGenerator:
         if isinstance(end_of_turn, int) and end_of_turn != tokenizer.unk_token_id:
             eos.add(end_of_turn)
         self._stop_ids = {i for i in eos if i is not None}
+        self._end_of_turn = (
+            end_of_turn
+            if isinstance(end_of_turn, int) and end_of_turn != tokenizer.unk_token_id
+            else tokenizer.eos_token_id
+        )
 
     # -- public API ----------------------------------------------------------
     def chat_prompt(self, messages: list[dict[str, str]]) -> str:
@@ -128,6 +133,31 @@ class EpisodeGenerator:
             )
         return outputs
 
+    def score(
+        self,
+        prompts: Sequence[str],
+        keys: Sequence[Hashable],
+        continuations: Sequence[Sequence[str]],
+    ) -> list[list[float]]:
+        """Summed log-probability of each continuation after its prompt (ending the turn).
+
+        Each prompt is encoded once (reusing the episode's cache); its continuations are
+        then scored together, ``max_batch`` at a time, on copies of that cache.
+        """
+        all_ids = self._encode_prompts(prompts)
+        scores = []
+        for key, ids, options in zip(keys, all_ids, continuations, strict=True):
+            cache = self._prefill(key, ids)
+            tails = [
+                self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self._end_of_turn]
+                for text in options
+            ]
+            row: list[float] = []
+            for start in range(0, len(tails), self.max_batch):
+                row += self._score_tails(cache, ids, tails[start : start + self.max_batch])
+            scores.append(row)
+        return scores
+
     def forget(self, key: Hashable) -> None:
         """Drop an episode's cache (call when the episode ends)."""
         self._caches.pop(key, None)
@@ -139,6 +169,28 @@ class EpisodeGenerator:
         self._rngs.clear()
 
     # -- internals -----------------------------------------------------------
+    def _score_tails(self, cache: Any, ids: list[int], tails: list[list[int]]) -> list[float]:
+        """Summed log-probabilities of ``tails`` after ``ids`` (``cache`` holds ``ids[:-1]``)."""
+        import torch
+
+        cached = len(ids) - 1
+        longest = max(len(t) for t in tails)
+        rows = torch.tensor(
+            [[ids[-1], *t] + [t[-1]] * (longest - len(t)) for t in tails], device=self._device
+        )
+        positions = torch.arange(cached, cached + longest + 1, device=self._device)
+        past = self._stack([cache] * len(tails), [cached] * len(tails)) if cached else None
+        with torch.no_grad():
+            out = self.model(
+                input_ids=rows,
+                position_ids=positions[None].expand(len(tails), -1),
+                cache=past,
+                use_cache=past is not None,
+            )
+        logprobs = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)
+        picked = logprobs.gather(-1, rows[:, 1:, None])[..., 0]
+        return [float(picked[i, : len(t)].sum()) for i, t in enumerate(tails)]
+
     def _prefill(self, key: Hashable, ids: list[int]) -> Any:
         """Encode ``ids[:-1]`` for one episode, reusing its cached prefix; return the cache."""
         import torch

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-REPAIRS = ("exact", "normalized", "fuzzy", "unmatched", "empty")
+REPAIRS = ("exact", "normalized", "fuzzy", "unmatched", "empty", "scored")
 
 _SECTION = re.compile(r"^\W*(reason|action)\W*:\s*(.*)$", re.IGNORECASE)
 _WRAPPERS = " \t`*_\"'"
@@ -27,8 +27,10 @@ class ParsedAnswer:
         reason: The text of the REASON section ('' if none).
         action: The chosen candidate, or the raw action when nothing matched.
         raw_action: What the model wrote as its action.
-        repair: One of ``REPAIRS``: how the action was matched.
-        score: The fuzzy score (0-100) for ``fuzzy``; 100 for exact/normalised.
+        repair: One of ``REPAIRS``: how the action was matched (``scored``: chosen among
+            the candidates by the student's own likelihood, not parsed).
+        score: The fuzzy score (0-100) for ``fuzzy``; 100 for exact/normalised; the
+            summed log-probability for ``scored``.
     """
 
     reason: str
@@ -39,7 +41,7 @@ class ParsedAnswer:
 
     @property
     def valid(self) -> bool:
-        return self.repair in ("exact", "normalized", "fuzzy")
+        return self.repair in ("exact", "normalized", "fuzzy", "scored")
 
 
 def normalize_action(text: str) -> str:

@@ -26,6 +26,9 @@ class LeapParams(ConfigMixin):
         prompt_format: ``leap`` (LEAP's per-step prompt: windowed history and the
             candidate list, one record per step) or ``conversation`` (the episode as one
             chat, trained as one sequence per trajectory, rolled out append-only).
+        action_selection: ``generate`` (the written action, repaired onto the candidates)
+            or ``score`` (the reason is generated, then the candidate the student finds
+            most likely after it is taken: actions always exist).
         history_window: Earlier steps shown in the student's prompt (``null``: all).
         rollout_max_steps: Step cap of training rollouts (LEAP: 20).
         eval_max_steps: Step cap of evaluation rollouts (LEAP: 30).
@@ -41,6 +44,7 @@ class LeapParams(ConfigMixin):
     env: str = "alfworld"
     train_method: str = "sft"
     prompt_format: str = "leap"
+    action_selection: str = "generate"
     history_window: int | None = 2
     rollout_max_steps: int = 20
     eval_max_steps: int = 30
@@ -61,7 +65,12 @@ class LeapParams(ConfigMixin):
         from leap_kalm.llm.agent import StudentSettings
 
         return StudentSettings(
-            self.env, self.history_window, max_steps, self.batch_size, self.prompt_format
+            self.env,
+            self.history_window,
+            max_steps,
+            self.batch_size,
+            self.prompt_format,
+            self.action_selection,
         )
 
     def __post_init__(self) -> None:
@@ -74,6 +83,10 @@ class LeapParams(ConfigMixin):
         if self.env not in world_names("text"):
             raise ValueError(
                 f"leap.env must be a text world ({', '.join(world_names('text'))}), got {self.env!r}"
+            )
+        if self.action_selection not in ("generate", "score"):
+            raise ValueError(
+                f"leap.action_selection must be 'generate' or 'score', got {self.action_selection!r}"
             )
         if self.prompt_format not in PROMPT_FORMATS:
             raise ValueError(

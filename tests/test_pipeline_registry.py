@@ -81,7 +81,7 @@ def _param_exists(params: dict, dotted: str) -> bool:
     return True
 
 
-@pytest.mark.parametrize("env", ["local", "test"])
+@pytest.mark.parametrize("env", ["local", "test", "learn"])
 def test_every_node_input_resolves(pipelines, env):
     catalog_conf, params = _config(env)
     catalog = DataCatalog.from_config(catalog_conf)

@@ -80,7 +80,7 @@ def _blocks(env: str, name: str) -> dict[str, dict]:
     return found
 
 
-@pytest.mark.parametrize("env", ["base", "test"])
+@pytest.mark.parametrize("env", ["base", "test", "learn"])
 def test_the_configured_blocks_map_onto_their_dataclasses(env):
     from leap_kalm.envs.registry import world_names
     from leap_kalm.teachers import TeacherParams

@@ -109,6 +109,13 @@ def test_iteration_0_rolls_nothing_out_and_loads_no_model(monkeypatch, alfworld_
     assert callable(produce) and list(produce([])) == []
 
 
+def test_a_resumed_run_with_every_game_played_loads_no_model(monkeypatch, alfworld_games):
+    _refuse_to_load(monkeypatch)
+    student = ModelRef(path="/students/iter0", kind="adapter")
+    done = [{"game_id": g["game_id"]} for g in alfworld_games if g["split"] == "train"]
+    assert list(roll_out_student(alfworld_games, student, LEAP, MODEL, 1)(done)) == []
+
+
 def test_a_later_iteration_needs_a_trained_previous_student(monkeypatch, alfworld_games):
     _refuse_to_load(monkeypatch)
     produce = roll_out_student(alfworld_games, None, LEAP, MODEL, 2)  # lazy: fails when played

@@ -86,8 +86,20 @@ def test_eval_splits_choose_the_games(alfworld_games, sft_student):
     assert [t["split"] for t in played] == ["valid_unseen"] and played[0]["iteration"] == 2
 
 
+def test_an_evaluation_already_complete_loads_no_model(monkeypatch, alfworld_games):
+    def refuse(*args, **kwargs):
+        raise AssertionError("no model should be loaded")
+
+    monkeypatch.setattr("leap_kalm.llm.models.load_model", refuse)
+    student = ModelRef(path="/students/iter0", kind="adapter")
+    done = [{"game_id": g["game_id"]} for g in alfworld_games if g["split"] != "train"]
+    assert list(evaluate_student(alfworld_games, student, LEAP, MODEL, 0)(done)) == []
+
+
 @pytest.mark.parametrize("stage", ["rollout", "evaluate"])
-def test_students_load_with_the_model_parameters_device_and_dtype(monkeypatch, stage):
+def test_students_load_with_the_model_parameters_device_and_dtype(
+    monkeypatch, stage, alfworld_games
+):
     """`model.device`/`model.dtype` apply to trained students too, not only to the base
     model, in the rollout and the evaluation node alike (both use load_student_policy)."""
     from leap_kalm.pipelines.correct.nodes import roll_out_student
@@ -102,7 +114,7 @@ def test_students_load_with_the_model_parameters_device_and_dtype(monkeypatch, s
     student = ModelRef(path="/students/iter0", kind="adapter")
     model_params = {"name": "tiny-test", "device": "cpu", "dtype": "float32"}
     node = roll_out_student if stage == "rollout" else evaluate_student
-    produce = node([], student, {"env": "alfworld"}, model_params, 1)
+    produce = node(alfworld_games, student, {"env": "alfworld"}, model_params, 1)
     with pytest.raises(RuntimeError, match="loaded"):
         list(produce([]))
     assert seen == {"ref": student, "merge_adapter": True, "device": "cpu", "dtype": "float32"}

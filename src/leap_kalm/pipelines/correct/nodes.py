@@ -53,6 +53,8 @@ def roll_out_student(
         ref = starting_model(previous_student, model_params, iteration)
         specs = _rollout_games(config, games, iteration)
         todo = [s for s in specs if s.game_id not in {t["game_id"] for t in done}]
+        if not todo:
+            return
         sampling = {"seed": config.seed + iteration, **config.sampling}
         settings = config.student_settings(config.rollout_max_steps)
         policy = load_student_policy(ref, model_params, sampling, settings)

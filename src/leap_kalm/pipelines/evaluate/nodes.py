@@ -59,6 +59,8 @@ def evaluate_student(
             for s in episode_specs(config.env, games, split, config.eval_max_steps)
             if s.game_id not in finished
         ]
+        if not specs:
+            return
         sampling = {"seed": config.seed, **config.eval_sampling}
         settings = config.student_settings(config.eval_max_steps)
         policy = load_student_policy(student, model_params, sampling, settings)

@@ -106,7 +106,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-root", type=Path, default=Path("data"))
     parser.add_argument("--steps", type=int, default=6, help="SFT steps per format and round")
-    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="alternating rounds (0: count tokens only)"
+    )
     args = parser.parse_args()
 
     from leap_kalm.llm.models import cpu_has_native_bf16, load_model
@@ -123,7 +125,10 @@ def main() -> None:
             sample = records[fmt][:: max(1, len(records[fmt]) // (4 * args.steps))]
             seconds[fmt].append(time_sft(sample[: 4 * args.steps], args.steps))
             print(f"{fmt}: {seconds[fmt][-1]:.2f} s/step", flush=True)
-    rate = {fmt: 4 * per_record[fmt] / statistics.median(seconds[fmt]) for fmt in formats}
+    step = {
+        fmt: statistics.median(seconds[fmt]) if seconds[fmt] else float("nan") for fmt in formats
+    }
+    rate = {fmt: 4 * per_record[fmt] / step[fmt] for fmt in formats}
     lines = [
         "# Supervision format: LEAP's per-step prompt vs the episode as one chat",
         "",
@@ -139,15 +144,23 @@ def main() -> None:
         tokens, actions = counts[fmt]
         lines.append(
             f"| {fmt} | {len(records[fmt])} | {actions} | {tokens / actions:.0f} | "
-            f"{statistics.median(seconds[fmt]):.2f} | {rate[fmt]:.2f} |"
+            + (
+                f"{step[fmt]:.2f} | {rate[fmt]:.2f} |"
+                if seconds[fmt]
+                else "not timed | not timed |"
+            )
         )
     ratio_tokens = (counts["leap"][0] / counts["leap"][1]) / (
         counts["conversation"][0] / counts["conversation"][1]
     )
+    speed = (
+        f", {rate['conversation'] / rate['leap']:.1f}x more supervised actions per second"
+        if args.rounds
+        else " (training speed not timed: --rounds 0)"
+    )
     lines += [
         "",
-        f"Conversation vs per-step: {ratio_tokens:.1f}x fewer tokens per supervised action, "
-        f"{rate['conversation'] / rate['leap']:.1f}x more supervised actions per second.",
+        f"Conversation vs per-step: {ratio_tokens:.1f}x fewer tokens per supervised action{speed}.",
     ]
     out = HERE / "results" / "supervision_format.md"
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -26,7 +26,6 @@ import argparse
 import json
 import platform
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -72,45 +71,24 @@ def sft_records(n: int) -> list[dict]:
 
 def time_sft(records: list[dict], variant: dict, steps: int) -> float:
     """Median seconds per optimiser step (the first step, which warms up, is dropped)."""
-    from transformers import TrainerCallback
+    from _sft_clock import median_sft_step
 
     from leap_kalm.llm.models import load_model
-    from leap_kalm.training.sft import SFTParams, train_sft
+    from leap_kalm.training.sft import SFTParams
 
-    stamps: list[float] = []
-
-    class Clock(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            stamps.append(time.perf_counter())
-
-    import trl
-
-    original_init = trl.SFTTrainer.__init__
-
-    def init_with_clock(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
-        self.add_callback(Clock())
-
-    trl.SFTTrainer.__init__ = init_with_clock
-    try:
-        model, tokenizer = load_model("smollm2-135m-instruct", device="cpu", trainable=True)
-        params = SFTParams.from_dict(
-            {
-                "max_steps": steps,
-                "learning_rate": 5e-4,
-                "per_device_train_batch_size": 4,
-                "logging_steps": steps,
-                "bf16": variant["bf16"],
-                "completion_only_scoring": variant["compact"],
-                "lora": {"r": 16, "alpha": 32, "dropout": variant["dropout"]},
-            }
-        )
-        with tempfile.TemporaryDirectory() as out:
-            train_sft(model, tokenizer, records, params, out)
-    finally:
-        trl.SFTTrainer.__init__ = original_init
-    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
-    return statistics.median(gaps)
+    model, tokenizer = load_model("smollm2-135m-instruct", device="cpu", trainable=True)
+    params = SFTParams.from_dict(
+        {
+            "max_steps": steps,
+            "learning_rate": 5e-4,
+            "per_device_train_batch_size": 4,
+            "logging_steps": steps,
+            "bf16": variant["bf16"],
+            "completion_only_scoring": variant["compact"],
+            "lora": {"r": 16, "alpha": 32, "dropout": variant["dropout"]},
+        }
+    )
+    return median_sft_step(model, tokenizer, records, params)
 
 
 def time_generation(records: list[dict], dtype: str, rounds: int) -> tuple[float, list[str]]:

@@ -29,19 +29,30 @@ def load_trajectories(path: Path, episodes: int, steps: int) -> list[dict]:
     rows = [json.loads(line) for line in path.open()]
     long_enough = [r for r in rows if len(r["steps"]) >= steps]
     if len(long_enough) < episodes:
-        raise SystemExit(f"{path}: need {episodes} expert logs with ≥ {steps} steps; run `kedro run --pipeline=ingest`")
+        raise SystemExit(
+            f"{path}: need {episodes} expert logs with ≥ {steps} steps; run `kedro run --pipeline=ingest`"
+        )
     return long_enough[:episodes]
 
 
 def one_pass(model, tokenizer, trajectories, steps, reuse) -> dict:
-    gen = EpisodeGenerator(model, tokenizer, SamplingParams(max_new_tokens=32, stop_after_action=False), reuse_cache=reuse)
+    gen = EpisodeGenerator(
+        model,
+        tokenizer,
+        SamplingParams(max_new_tokens=32, stop_after_action=False),
+        reuse_cache=reuse,
+    )
     outputs = []
     start = time.perf_counter()
     for t in range(steps):
         prompts = [
             gen.chat_prompt(
                 build_student_messages(
-                    "alfworld", tr["task"], tr["steps"][:t], tr["steps"][t]["observation"], tr["steps"][t]["candidate_actions"]
+                    "alfworld",
+                    tr["task"],
+                    tr["steps"][:t],
+                    tr["steps"][t]["observation"],
+                    tr["steps"][t]["candidate_actions"],
                 )
             )
             for tr in trajectories
@@ -86,7 +97,9 @@ def main() -> None:
     ]
     for reuse, label in ((False, "re-encode every prompt"), (True, "incremental KV cache")):
         r = runs[reuse][0]
-        lines.append(f"| {label} | {med[reuse]:.1f} | {r['prompt_tokens']} | {r['encoded_tokens']} | {r['generated_tokens']} |")
+        lines.append(
+            f"| {label} | {med[reuse]:.1f} | {r['prompt_tokens']} | {r['encoded_tokens']} | {r['generated_tokens']} |"
+        )
     lines += [
         "",
         f"Speed-up: **{med[False] / med[True]:.2f}×** wall time; "

@@ -23,8 +23,6 @@ import argparse
 import json
 import platform
 import statistics
-import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -63,43 +61,23 @@ def count_tokens(fmt: str, records: list[dict], tokenizer) -> tuple[int, int]:
 
 def time_sft(records: list[dict], steps: int) -> float:
     """Median seconds per optimiser step (the first, warming up, is dropped)."""
-    import trl
-    from transformers import TrainerCallback
+    from _sft_clock import median_sft_step
 
     from leap_kalm.llm.models import load_model
-    from leap_kalm.training.sft import SFTParams, train_sft
+    from leap_kalm.training.sft import SFTParams
 
-    stamps: list[float] = []
-
-    class Clock(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            stamps.append(time.perf_counter())
-
-    original_init = trl.SFTTrainer.__init__
-
-    def init_with_clock(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
-        self.add_callback(Clock())
-
-    trl.SFTTrainer.__init__ = init_with_clock
-    try:
-        model, tokenizer = load_model("smollm2-135m-instruct", device="cpu", trainable=True)
-        params = SFTParams.from_dict(
-            {
-                "max_steps": steps,
-                "learning_rate": 1e-4,
-                "per_device_train_batch_size": 4,
-                "max_length": 3072,
-                "logging_steps": steps,
-                "lora": {"r": 0},
-            }
-        )
-        with tempfile.TemporaryDirectory() as out:
-            train_sft(model, tokenizer, records, params, out)
-    finally:
-        trl.SFTTrainer.__init__ = original_init
-    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
-    return statistics.median(gaps)
+    model, tokenizer = load_model("smollm2-135m-instruct", device="cpu", trainable=True)
+    params = SFTParams.from_dict(
+        {
+            "max_steps": steps,
+            "learning_rate": 1e-4,
+            "per_device_train_batch_size": 4,
+            "max_length": 3072,
+            "logging_steps": steps,
+            "lora": {"r": 0},
+        }
+    )
+    return median_sft_step(model, tokenizer, records, params)
 
 
 def main() -> None:

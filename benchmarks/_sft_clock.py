@@ -1,0 +1,38 @@
+"""Shared by the benchmarks: median seconds per SFT optimiser step, timed by a callback."""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from typing import Any
+
+
+def median_sft_step(model: Any, tokenizer: Any, records: list[dict], params: Any) -> float:
+    """Train ``model`` on ``records`` with ``params``; the median gap between optimiser
+    steps (the first step, which warms up, is not counted)."""
+    import trl
+    from transformers import TrainerCallback
+
+    from leap_kalm.training.sft import train_sft
+
+    stamps: list[float] = []
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            stamps.append(time.perf_counter())
+
+    original_init = trl.SFTTrainer.__init__
+
+    def init_with_clock(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        self.add_callback(Clock())
+
+    trl.SFTTrainer.__init__ = init_with_clock
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            train_sft(model, tokenizer, records, params, out)
+    finally:
+        trl.SFTTrainer.__init__ = original_init
+    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    return statistics.median(gaps)

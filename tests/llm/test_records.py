@@ -97,6 +97,18 @@ def test_dagger_balances_iterations():
     assert aggregate_dagger([], seed=0) == []
 
 
+def test_dagger_cap_bounds_each_iteration_from_iteration_1():
+    it0 = [{"game_id": f"a{i}"} for i in range(10)]
+    it1 = [{"game_id": f"b{i}"} for i in range(6)]
+    capped = aggregate_dagger([it0, it1], seed=0, cap=3)
+    assert [sum(r["iteration_source"] == k for r in capped) for k in range(2)] == [3, 3]
+    # a cap above the smallest iteration changes nothing; iteration 0 alone is never capped
+    assert aggregate_dagger([it0, it1], seed=0, cap=50) == aggregate_dagger([it0, it1], seed=0)
+    assert len(aggregate_dagger([it0], seed=0, cap=3)) == 10
+    with pytest.raises(ValueError, match="dagger_records_per_iteration"):
+        aggregate_dagger([it0, it1], seed=0, cap=0)
+
+
 # -- conversation format ----------------------------------------------------------
 def _answers(messages):
     return [m["content"] for m in messages if m["role"] == "assistant"]

@@ -2,11 +2,14 @@
 
 An agent's prompt at step ``t+1`` repeats step ``t``'s prompt and adds a little. The
 :class:`EpisodeGenerator` keeps, per episode, the token ids it has encoded and their KV
-cache; at each call it finds the longest common token prefix with the new prompt, crops
-the cache to it and encodes only the rest. Episodes are then decoded together in one
-batch: their caches are left-padded to a common length and stacked, and each row gets
-its own attention mask and positions. Decoding stops per row once the ``ACTION:`` line
-is complete (or at end of turn), so the model never rambles past its action.
+cache; at each call it finds the longest common token prefix with the new prompt and
+encodes only the rest. A batch of episodes shares one static cache: each row's reused
+tokens are copied in so that they end at a common slot, the new tokens of all rows are
+encoded together in one forward from there (batched prefill), and decoding then writes
+one slot per step in place (no copy of the batch's keys and values per token). Each row
+has its own attention mask (its gaps are masked) and positions. Decoding stops per row
+once the ``ACTION:`` line is complete (or at end of turn), so the model never rambles
+past its action.
 """
 
 from __future__ import annotations
@@ -146,16 +149,21 @@ class EpisodeGenerator:
         """
         all_ids = self._encode_prompts(prompts)
         scores = []
-        for key, ids, options in zip(keys, all_ids, continuations, strict=True):
-            cache = self._prefill(key, ids)
-            tails = [
-                self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self._end_of_turn]
-                for text in options
-            ]
-            row: list[float] = []
-            for start in range(0, len(tails), self.max_batch):
-                row += self._score_tails(cache, ids, tails[start : start + self.max_batch])
-            scores.append(row)
+        for start in range(0, len(prompts), self.max_batch):
+            batch_keys, batch_ids = keys[start : start + self.max_batch], all_ids[start : start + self.max_batch]
+            cache, _, spans = self._prefill(batch_keys, batch_ids, 0)
+            for row, (ids, options) in enumerate(
+                zip(batch_ids, continuations[start : start + self.max_batch], strict=True)
+            ):
+                layers = self._row_layers(cache, row, *spans[row])
+                tails = [
+                    self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self._end_of_turn]
+                    for text in options
+                ]
+                row: list[float] = []
+                for first in range(0, len(tails), self.max_batch):
+                    row += self._score_tails(layers, ids, tails[first : first + self.max_batch])
+                scores.append(row)
         return scores
 
     def forget(self, key: Hashable) -> None:
@@ -169,9 +177,10 @@ class EpisodeGenerator:
         self._rngs.clear()
 
     # -- internals -----------------------------------------------------------
-    def _score_tails(self, cache: Any, ids: list[int], tails: list[list[int]]) -> list[float]:
-        """Summed log-probabilities of ``tails`` after ``ids`` (``cache`` holds ``ids[:-1]``)."""
+    def _score_tails(self, layers: list[Any], ids: list[int], tails: list[list[int]]) -> list[float]:
+        """Summed log-probabilities of ``tails`` after ``ids`` (``layers`` hold ``ids[:-1]``)."""
         import torch
+        from transformers import DynamicCache
 
         cached = len(ids) - 1
         longest = max(len(t) for t in tails)
@@ -179,7 +188,12 @@ class EpisodeGenerator:
             [[ids[-1], *t] + [t[-1]] * (longest - len(t)) for t in tails], device=self._device
         )
         positions = torch.arange(cached, cached + longest + 1, device=self._device)
-        past = self._stack([cache] * len(tails), [cached] * len(tails)) if cached else None
+        past = None
+        if cached:
+            n = len(tails)
+            past = DynamicCache(
+                ddp_cache_data=[(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in layers]
+            )
         with torch.no_grad():
             out = self.model(
                 input_ids=rows,
@@ -191,60 +205,92 @@ class EpisodeGenerator:
         picked = logprobs.gather(-1, rows[:, 1:, None])[..., 0]
         return [float(picked[i, : len(t)].sum()) for i, t in enumerate(tails)]
 
-    def _prefill(self, key: Hashable, ids: list[int]) -> Any:
-        """Encode ``ids[:-1]`` for one episode, reusing its cached prefix; return the cache."""
-        import torch
-        from transformers import DynamicCache
-
-        target = len(ids) - 1
-        cached_ids, cache = self._caches.get(key, ([], None)) if self.reuse_cache else ([], None)
+    def _reusable(self, key: Hashable, target: list[int]) -> tuple[int, list[Any]]:
+        """How many leading tokens of ``target`` the episode's cache already holds, and those
+        tokens' per-layer ``(keys, values)`` (``[1, heads, tokens, dim]`` each)."""
+        cached_ids, layers = self._caches.get(key, ([], [])) if self.reuse_cache else ([], [])
         common = 0
-        for a, b in zip(cached_ids, ids[:target], strict=False):
+        for a, b in zip(cached_ids, target, strict=False):
             if a != b:
                 break
             common += 1
-        if cache is None or common == 0:
-            cache, common = DynamicCache(), 0
-        elif common < cache.get_seq_length():
-            cache.crop(common - cache.get_seq_length())  # a negative count removes tokens
-        self.stats.reused_tokens += common
-        self.stats.encoded_tokens += (
-            target - common + 1
-        )  # + the last prompt token, fed when decoding
-        if target > common:
-            new = torch.tensor([ids[common:target]], device=self._device)
-            positions = torch.arange(common, target, device=self._device)[None]
-            with torch.no_grad():
-                self.model(input_ids=new, cache=cache, position_ids=positions, use_cache=True)
-        if self.reuse_cache:
-            self._caches[key] = (ids[:target], cache)
-        return cache
+        if common == 0 or not layers:
+            return 0, []
+        return common, [(k[:, :, :common], v[:, :, :common]) for k, v in layers]
 
     @staticmethod
-    def _stack(caches: list[Any], lengths: list[int]) -> Any:
-        """Left-pad per-episode caches to a common length and stack them into one batch cache."""
-        import torch
-        from transformers import DynamicCache
+    def _row_layers(cache: Any, row: int, first: int, last: int) -> list[Any]:
+        """A copy of one row's slots ``first..last`` of a batch cache, per layer."""
+        if last <= first or not cache.layers[0].is_initialized:
+            return []
+        return [
+            (
+                layer.keys[row : row + 1, :, first:last].clone(),
+                layer.values[row : row + 1, :, first:last].clone(),
+            )
+            for layer in cache.layers
+        ]
 
-        longest = max(lengths)
-        layers = []
-        for layer in range(len(caches[0].layers)):
-            keys, values = [], []
-            for cache, length in zip(caches, lengths, strict=True):
-                k, v = cache.layers[layer].keys, cache.layers[layer].values
-                if k is None or length == 0:
-                    ref = next(
-                        c.layers[layer].keys
-                        for c in caches
-                        if c.layers and c.layers[layer].keys is not None
-                    )
-                    k = ref.new_zeros((1, ref.shape[1], 0, ref.shape[3]))
-                    v = k.clone()
-                pad = longest - k.shape[2]
-                keys.append(torch.nn.functional.pad(k, (0, 0, pad, 0)))
-                values.append(torch.nn.functional.pad(v, (0, 0, pad, 0)))
-            layers.append((torch.cat(keys), torch.cat(values)))
-        return DynamicCache(ddp_cache_data=layers)
+    def _prefill(
+        self, keys: Sequence[Hashable], all_ids: list[list[int]], room: int
+    ) -> tuple[Any, Any, list[tuple[int, int]]]:
+        """Encode every episode's prompt but its last token, all episodes in one forward.
+
+        Returns ``(cache, mask, spans)``: a static cache with ``room`` free slots after the
+        prompts (decoding starts at ``spans[r][1]``'s batch-wide maximum, ``slot``), the
+        attention mask over all its slots, and each row's ``(first, last)`` slots. Row
+        ``r``'s reused tokens end at slot ``P`` (the longest reused prefix), its new tokens
+        follow from ``P``; the gaps of shorter rows are masked. Each episode's cache is
+        then kept (a copy of its own slots) for the next call.
+        """
+        import torch
+        from transformers import StaticCache
+
+        reused = [
+            self._reusable(key, ids[: len(ids) - 1]) for key, ids in zip(keys, all_ids, strict=True)
+        ]
+        counts = [common for common, _ in reused]
+        news = [ids[common : len(ids) - 1] for (common, _), ids in zip(reused, all_ids, strict=True)]
+        boundary, width = max(counts), max(len(n) for n in news)
+        slot = boundary + width
+        batch = len(all_ids)
+        self.stats.reused_tokens += sum(counts)
+        self.stats.encoded_tokens += sum(len(n) + 1 for n in news)  # + the last token, fed when decoding
+        cache = StaticCache(config=self.model.config, max_cache_len=slot + room)
+        mask = torch.zeros((batch, slot + room), dtype=torch.long, device=self._device)
+        if boundary:
+            template = next(layers for _, layers in reused if layers)
+            for index, layer in enumerate(cache.layers):
+                k, v = template[index]
+                layer.lazy_initialization(
+                    k.new_zeros((batch, *k.shape[1:])), v.new_zeros((batch, *v.shape[1:]))
+                )
+                for row, (common, layers) in enumerate(reused):
+                    if common:
+                        layer.keys[row, :, boundary - common : boundary] = layers[index][0][0]
+                        layer.values[row, :, boundary - common : boundary] = layers[index][1][0]
+                layer.cumulative_length.fill_(boundary)
+        for row, (common, new) in enumerate(zip(counts, news, strict=True)):
+            mask[row, boundary - common : boundary + len(new)] = 1
+        if width:
+            pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+            tokens = torch.tensor([n + [pad] * (width - len(n)) for n in news], device=self._device)
+            positions = torch.tensor(
+                [[c + j for j in range(width)] for c in counts], device=self._device
+            )
+            with torch.no_grad():
+                self.model(
+                    input_ids=tokens,
+                    attention_mask=mask,
+                    position_ids=positions,
+                    cache=cache,
+                    use_cache=True,
+                )
+        spans = [(boundary - c, boundary + len(n)) for c, n in zip(counts, news, strict=True)]
+        if self.reuse_cache:
+            for row, (key, ids) in enumerate(zip(keys, all_ids, strict=True)):
+                self._caches[key] = (ids[: len(ids) - 1], self._row_layers(cache, row, *spans[row]))
+        return cache, mask, spans
 
     def _rng(self, key: Hashable) -> Any:
         """A sampling generator per episode, so an episode's samples do not depend on its batch mates."""
@@ -280,8 +326,9 @@ class EpisodeGenerator:
         """Generate one answer per prompt for one batch of episodes."""
         self.stats.calls += 1
         all_ids = self._encode_prompts(prompts)
-        past, mask, lengths = self._batch_cache(keys, all_ids)
-        generated = self._decode(keys, all_ids, past, mask, lengths)
+        room = self.sampling.max_new_tokens
+        cache, mask, spans = self._prefill(keys, all_ids, room)
+        generated = self._decode(keys, all_ids, cache, mask, mask.shape[1] - room)
         return [
             self.tokenizer.decode(tokens, skip_special_tokens=True).strip() for tokens in generated
         ]
@@ -295,62 +342,32 @@ class EpisodeGenerator:
         self.stats.prompt_tokens += sum(len(ids) for ids in all_ids)
         return all_ids
 
-    def _batch_cache(
-        self, keys: Sequence[Hashable], all_ids: list[list[int]]
-    ) -> tuple[Any, Any, list[int]]:
-        """Prefill every episode and stack the caches: ``(cache, attention mask, lengths)``.
-
-        ``lengths`` are the cached tokens per row (all but the last prompt token); the mask
-        covers each row's left padding with zeros.
-        """
-        import torch
-
-        caches = [self._prefill(key, ids) for key, ids in zip(keys, all_ids, strict=True)]
-        lengths = [len(ids) - 1 for ids in all_ids]
-        longest = max(lengths)
-        if longest > 0:
-            past = self._stack(caches, lengths)
-        else:
-            from transformers import DynamicCache
-
-            past = DynamicCache()
-        # mask: left padding of each row's cache, then one slot per fed token
-        mask = torch.zeros((len(all_ids), longest), dtype=torch.long, device=self._device)
-        for row, length in enumerate(lengths):
-            if length:
-                mask[row, longest - length :] = 1
-        return past, mask, lengths
-
     def _decode(
-        self,
-        keys: Sequence[Hashable],
-        all_ids: list[list[int]],
-        past: Any,
-        mask: Any,
-        lengths: list[int],
+        self, keys: Sequence[Hashable], all_ids: list[list[int]], cache: Any, mask: Any, slot: int
     ) -> list[list[int]]:
-        """Decode all rows together, feeding each its last prompt token first; the new ids."""
+        """Decode all rows together from ``slot``, feeding each its last prompt token first.
+
+        The static cache is written in place, one slot per step: no copy of the batch's
+        keys and values per generated token. Returns the new token ids per row.
+        """
         import torch
 
         batch = len(all_ids)
         next_tokens = torch.tensor([ids[-1] for ids in all_ids], device=self._device)
-        positions = torch.tensor(lengths, device=self._device)
+        positions = torch.tensor([len(ids) - 1 for ids in all_ids], device=self._device)
         generated: list[list[int]] = [[] for _ in range(batch)]
         done = [False] * batch
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        for _ in range(self.sampling.max_new_tokens):
-            mask = torch.cat(
-                [mask, torch.ones((batch, 1), dtype=torch.long, device=self._device)], dim=1
-            )
+        for step in range(self.sampling.max_new_tokens):
+            mask[:, slot + step] = 1
             with torch.no_grad():
                 out = self.model(
                     input_ids=next_tokens[:, None],
                     attention_mask=mask,
                     position_ids=positions[:, None],
-                    cache=past,
+                    cache=cache,
                     use_cache=True,
                 )
-            past = out.cache
             chosen = self._sample(out.logits[:, -1, :], keys)
             self._append_tokens(chosen, generated, done)
             if all(done):

@@ -220,17 +220,22 @@ def split_by_trajectory(
 
 
 def aggregate_dagger(
-    per_iteration: Sequence[Sequence[dict[str, Any]]], seed: int = 0
+    per_iteration: Sequence[Sequence[dict[str, Any]]], seed: int = 0, cap: int | None = None
 ) -> list[dict[str, Any]]:
     """DAgger aggregation: iterations 0..i, each subsampled to the smallest so they weigh equally.
 
     Subsampling is by trajectory-independent record draws with a per-iteration seed, so
-    the result is the same on every run.
+    the result is the same on every run. ``cap`` (when more than one iteration is
+    aggregated) bounds every iteration's share further, and so the training cost.
     """
     non_empty = [(i, list(records)) for i, records in enumerate(per_iteration) if records]
     if not non_empty:
         return []
     smallest = min(len(records) for _, records in non_empty)
+    if cap is not None and len(non_empty) > 1:
+        if cap < 1:
+            raise ValueError(f"dagger_records_per_iteration must be at least 1, got {cap}")
+        smallest = min(smallest, cap)
     out: list[dict[str, Any]] = []
     for index, records in non_empty:
         rng = random.Random(zlib.crc32(f"{seed}:{index}".encode()))
@@ -240,14 +245,19 @@ def aggregate_dagger(
 
 
 def dagger_training_set(
-    pool: Sequence[dict[str, Any]], iteration: int, seed: int, val_fraction: float
+    pool: Sequence[dict[str, Any]],
+    iteration: int,
+    seed: int,
+    val_fraction: float,
+    cap: int | None = None,
 ) -> list[dict[str, Any]]:
     """Iteration ``iteration``'s training records from the DAgger pool: iterations
-    ``0..iteration`` aggregated (:func:`aggregate_dagger`, seed ``seed + iteration``) and
+    ``0..iteration`` aggregated (:func:`aggregate_dagger`, seed ``seed + iteration``, at
+    most ``cap`` records each from iteration 1 on) and
     split by trajectory (:func:`split_by_trajectory`, seed ``seed``); each record carries
     ``split`` (``train``/``val``)."""
     by_iteration = [[r for r in pool if r["iteration"] == i] for i in range(iteration + 1)]
-    merged = aggregate_dagger(by_iteration, seed=seed + iteration)
+    merged = aggregate_dagger(by_iteration, seed=seed + iteration, cap=cap)
     train, val = split_by_trajectory(merged, val_fraction, seed=seed)
     return [{**r, "split": "train"} for r in train] + [{**r, "split": "val"} for r in val]
 

@@ -24,8 +24,9 @@ def build_sft_records(
 
     Iteration 0 learns from the annotated expert logs; iteration ``i ≥ 1`` from the
     teacher's corrections of its own rollouts. The pool keeps every iteration's records;
-    training uses iterations ``0..i`` subsampled to the smallest so each weighs equally,
-    split 85/15 by trajectory.
+    training uses iterations ``0..i`` subsampled to the smallest (and to at most
+    ``dagger_records_per_iteration`` each, when set) so each weighs equally, split 85/15
+    by trajectory.
 
     Returns:
         ``(records, pool)``: records carry ``split`` (train/val) and ``iteration``.
@@ -40,7 +41,9 @@ def build_sft_records(
         new = make.sft_records(*fmt, rollouts, corrections)
     pool = [r for r in previous_pool if r["iteration"] < iteration]
     pool += [{**r, "iteration": iteration} for r in new]
-    records = make.dagger_training_set(pool, iteration, config.seed, config.val_fraction)
+    records = make.dagger_training_set(
+        pool, iteration, config.seed, config.val_fraction, config.dagger_records_per_iteration
+    )
     n_train = sum(r["split"] == "train" for r in records)
     logger.info(
         "SFT iteration %d: %d new records, pool %d, training on %d (train %d / val %d)",

@@ -26,6 +26,7 @@ def test_load_student_policy_builds_a_sampling_policy(tiny_model_dir):
     assert isinstance(policy, StudentPolicy) and policy.settings is settings
     assert policy.model_id == tiny_model_dir
     assert policy.generator.sampling.seed == 7 and policy.generator.sampling.temperature == 0.5
+    assert policy.generator.max_batch == settings.batch_size == 2  # one decode batch per step
     assert not any(p.requires_grad for p in policy.generator.model.parameters())
     episodes = [
         {

@@ -27,11 +27,14 @@ def load_student_policy(
     settings: StudentSettings,
 ) -> StudentPolicy:
     """Load a student (adapter merged, on the ``model`` parameters' device and dtype) as a
-    batched policy that samples with ``sampling`` (``SamplingParams`` as a mapping)."""
+    batched policy that samples with ``sampling`` (``SamplingParams`` as a mapping) and
+    decodes ``settings.batch_size`` episodes in one batch."""
     from leap_kalm.llm.generation import EpisodeGenerator, SamplingParams
     from leap_kalm.llm.models import load_model
 
     model, tokenizer = load_model(ref, merge_adapter=True, **model_load_kwargs(model_params))
     model.requires_grad_(False)  # inference only
-    generator = EpisodeGenerator(model, tokenizer, SamplingParams.from_dict(sampling))
+    generator = EpisodeGenerator(
+        model, tokenizer, SamplingParams.from_dict(sampling), max_batch=settings.batch_size
+    )
     return StudentPolicy(generator, settings, model_id_of(ref))

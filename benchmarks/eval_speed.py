@@ -1,0 +1,151 @@
+"""Benchmark: evaluation speed of the rollout engine vs LEAP's way, factor by factor.
+
+The same held-out ALFWorld games are played end to end (environment steps included) by
+the same student, greedily, in four set-ups that add one factor at a time:
+
+1. LEAP's way: one episode at a time, the whole prompt re-encoded every step, fp32;
+2. + batching: ``--batch`` episodes decoded together (still re-encoding, fp32);
+3. + cache: each episode's KV cache reused, new tokens prefilled in one batched forward;
+4. + bf16: the student's weights in bf16 (where the CPU computes bf16 natively).
+
+Set-ups run in alternating rounds so that all see the same machine load; the report gives
+episode-steps/s and episodes/s (medians over rounds), each factor's ratio, and how many
+actions agree with set-up 1 (fp32 set-ups should agree exactly; bf16 may drift).
+
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/eval_speed.py \
+        --student data/learn/06_models/alfworld/iter0/student_sft/<version>/student_sft \
+        --games data/learn/01_raw/alfworld/games_index.json
+
+Writes benchmarks/results/eval_speed.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+from leap_kalm.envs.registry import episode_specs
+from leap_kalm.llm.agent import StudentPolicy, StudentSettings, roll_out
+from leap_kalm.llm.generation import EpisodeGenerator, SamplingParams
+from leap_kalm.llm.models import load_model
+
+HERE = Path(__file__).resolve().parent
+
+SETUPS = [
+    # label, batched, reuse cache, dtype
+    ("LEAP's way: one episode, re-encode, fp32", False, False, "float32"),
+    ("+ batching", True, False, "float32"),
+    ("+ KV cache, batched prefill", True, True, "float32"),
+    ("+ bf16 weights", True, True, "bfloat16"),
+]
+
+
+def load_games(path: Path, split: str, n: int, max_steps: int) -> list:
+    if not path.exists():
+        raise SystemExit(f"{path} does not exist; run `kedro run --pipeline=ingest` first")
+    index = json.loads(path.read_text())
+    games = index["games"] if isinstance(index, dict) else index
+    specs = episode_specs("alfworld", games, split, max_steps)[:n]
+    if len(specs) < n:
+        raise SystemExit(f"{path}: only {len(specs)} {split} games, asked for {n}")
+    return specs
+
+
+def one_pass(models: dict, specs: list, setup: tuple, batch: int, max_steps: int, fmt: str) -> dict:
+    label, batched, reuse, dtype = setup
+    model, tokenizer = models[dtype]
+    size = batch if batched else 1
+    generator = EpisodeGenerator(
+        model,
+        tokenizer,
+        SamplingParams(max_new_tokens=48, temperature=0.0),
+        reuse_cache=reuse,
+        max_batch=size,
+    )
+    settings = StudentSettings(
+        "alfworld", None, max_steps, size, prompt_format=fmt, action_selection="generate"
+    )
+    policy = StudentPolicy(generator, settings, "benchmark")
+    start = time.perf_counter()
+    trajectories = sorted(roll_out(specs, policy, "alfworld"), key=lambda t: t["game_id"])
+    seconds = time.perf_counter() - start
+    return {
+        "seconds": seconds,
+        "steps": sum(len(t["steps"]) for t in trajectories),
+        "won": sum(bool(t["success"]) for t in trajectories),
+        "actions": [[s["action"] for s in t["steps"]] for t in trajectories],
+        "encoded": generator.stats.encoded_tokens,
+        "prompt": generator.stats.prompt_tokens,
+    }
+
+
+def agreement(actions: list, reference: list) -> float:
+    pairs = [(a, b) for x, y in zip(actions, reference, strict=True) for a, b in zip(x, y, strict=False)]
+    return sum(a == b for a, b in pairs) / len(pairs) if pairs else 1.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--student", default="smollm2-135m-instruct")
+    parser.add_argument("--games", default="data/01_raw/alfworld/games_index.json")
+    parser.add_argument("--split", default="valid_unseen")
+    parser.add_argument("--episodes", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--max-steps", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--prompt-format", default="conversation")
+    args = parser.parse_args()
+    specs = load_games(Path(args.games), args.split, args.episodes, args.max_steps)
+    models = {}
+    for dtype in sorted({s[3] for s in SETUPS}):
+        model, tokenizer = load_model(args.student, device="cpu", dtype=dtype)
+        model.requires_grad_(False)
+        models[dtype] = (model, tokenizer)
+    runs: dict[str, list[dict]] = {s[0]: [] for s in SETUPS}
+    for _ in range(args.rounds):
+        for setup in SETUPS:
+            runs[setup[0]].append(
+                one_pass(models, specs, setup, args.batch, args.max_steps, args.prompt_format)
+            )
+            print(setup[0], round(runs[setup[0]][-1]["seconds"], 1), "s", flush=True)
+    reference = runs[SETUPS[0][0]][0]
+    lines = [
+        "# Evaluation speed: the rollout engine vs LEAP's way",
+        "",
+        f"Student `{args.student}`, {args.episodes} `{args.split}` games played to the end or "
+        f"{args.max_steps} steps, greedy, `{args.prompt_format}` prompts, 48 new tokens at most; "
+        f"batch {args.batch}; set-ups alternated, medians of {args.rounds} round(s).",
+        "",
+        "| set-up | wall s | episode-steps | steps/s | episodes/s | tokens encoded | vs previous | vs LEAP's way | actions as LEAP's way | won |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    previous = None
+    base = None
+    for label, *_ in SETUPS:
+        r = runs[label][0]
+        seconds = statistics.median(x["seconds"] for x in runs[label])
+        rate = r["steps"] / seconds
+        base = base or rate
+        step_up = f"{rate / previous:.2f}×" if previous else ""
+        lines.append(
+            f"| {label} | {seconds:.1f} | {r['steps']} | {rate:.2f} | {args.episodes / seconds:.3f} | "
+            f"{r['encoded']} of {r['prompt']} | {step_up} | {rate / base:.2f}× | "
+            f"{agreement(r['actions'], reference['actions']):.0%} | {r['won']} |"
+        )
+        previous = rate
+    lines += [
+        "",
+        "Ratios are of episode-steps/s, so that set-ups whose episodes end at different steps "
+        "compare fairly; episodes/s is the direct figure.",
+    ]
+    out = HERE / "results" / "eval_speed.md"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

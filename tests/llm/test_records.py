@@ -105,8 +105,23 @@ def test_dagger_cap_bounds_each_iteration_from_iteration_1():
     # a cap above the smallest iteration changes nothing; iteration 0 alone is never capped
     assert aggregate_dagger([it0, it1], seed=0, cap=50) == aggregate_dagger([it0, it1], seed=0)
     assert len(aggregate_dagger([it0], seed=0, cap=3)) == 10
-    with pytest.raises(ValueError, match="dagger_records_per_iteration"):
+    with pytest.raises(ValueError, match="dagger_actions_per_iteration"):
         aggregate_dagger([it0, it1], seed=0, cap=0)
+
+
+def test_dagger_balances_supervised_actions_not_records():
+    # iteration 0: whole episodes training 5 answers each; iteration 1: segments training one
+    episodes = [{"game_id": f"e{i}", "loss_turns": [2, 4, 6, 8, 10]} for i in range(8)]
+    segments = [{"game_id": f"s{i}", "loss_turns": [4]} for i in range(12)]
+    merged = aggregate_dagger([episodes, segments], seed=0)
+    actions = [
+        sum(len(r["loss_turns"]) for r in merged if r["iteration_source"] == k) for k in range(2)
+    ]
+    # 12 corrected actions against 3 episodes (15 actions: the draw stops once 12 are reached)
+    assert actions == [15, 12]
+    assert merged == aggregate_dagger([episodes, segments], seed=0)
+    capped = aggregate_dagger([episodes, segments], seed=0, cap=6)
+    assert [sum(r["iteration_source"] == k for r in capped) for k in range(2)] == [2, 6]
 
 
 # -- conversation format ----------------------------------------------------------

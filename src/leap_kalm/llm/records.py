@@ -219,28 +219,48 @@ def split_by_trajectory(
     return train, val
 
 
+def supervised_actions(record: dict[str, Any]) -> int:
+    """How many actions a record trains: its ``loss_turns`` (a whole-episode chat), else 1
+    (a per-step record)."""
+    return len(record.get("loss_turns") or ()) or 1
+
+
 def aggregate_dagger(
     per_iteration: Sequence[Sequence[dict[str, Any]]], seed: int = 0, cap: int | None = None
 ) -> list[dict[str, Any]]:
-    """DAgger aggregation: iterations 0..i, each subsampled to the smallest so they weigh equally.
+    """DAgger aggregation: iterations 0..i, each subsampled to the same number of
+    *supervised actions* (the smallest iteration's), so that every iteration weighs equally.
 
-    Subsampling is by trajectory-independent record draws with a per-iteration seed, so
-    the result is the same on every run. ``cap`` (when more than one iteration is
-    aggregated) bounds every iteration's share further, and so the training cost.
+    Per-step records train one action each, so this is the same number of records. A
+    whole-episode chat trains all its answers, a correction segment only its own, so an
+    iteration of expert episodes is balanced against the same number of corrected actions,
+    not the same number of records. Records are drawn in a seeded order (per iteration)
+    until the share is reached, so the result is the same on every run. ``cap`` (when more
+    than one iteration is aggregated) bounds every iteration's share of actions further,
+    and so the training cost.
     """
     non_empty = [(i, list(records)) for i, records in enumerate(per_iteration) if records]
     if not non_empty:
         return []
-    smallest = min(len(records) for _, records in non_empty)
+    share = min(sum(map(supervised_actions, records)) for _, records in non_empty)
     if cap is not None and len(non_empty) > 1:
         if cap < 1:
-            raise ValueError(f"dagger_records_per_iteration must be at least 1, got {cap}")
-        smallest = min(smallest, cap)
+            raise ValueError(f"dagger_actions_per_iteration must be at least 1, got {cap}")
+        share = min(share, cap)
     out: list[dict[str, Any]] = []
     for index, records in non_empty:
         rng = random.Random(zlib.crc32(f"{seed}:{index}".encode()))
-        chosen = sorted(rng.sample(range(len(records)), smallest))
-        out.extend({**records[i], "iteration_source": index} for i in chosen)
+        weights = [supervised_actions(r) for r in records]
+        if all(w == 1 for w in weights):
+            chosen = rng.sample(range(len(records)), share)
+        else:
+            chosen, total = [], 0
+            for i in rng.sample(range(len(records)), len(records)):
+                if total >= share:
+                    break
+                chosen.append(i)
+                total += weights[i]
+        out.extend({**records[i], "iteration_source": index} for i in sorted(chosen))
     return out
 
 
@@ -253,7 +273,7 @@ def dagger_training_set(
 ) -> list[dict[str, Any]]:
     """Iteration ``iteration``'s training records from the DAgger pool: iterations
     ``0..iteration`` aggregated (:func:`aggregate_dagger`, seed ``seed + iteration``, at
-    most ``cap`` records each from iteration 1 on) and
+    most ``cap`` supervised actions each from iteration 1 on) and
     split by trajectory (:func:`split_by_trajectory`, seed ``seed``); each record carries
     ``split`` (``train``/``val``)."""
     by_iteration = [[r for r in pool if r["iteration"] == i] for i in range(iteration + 1)]

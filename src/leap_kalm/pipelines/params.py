@@ -38,9 +38,9 @@ class LeapParams(ConfigMixin):
         eval_sampling: Evaluation sampling settings (greedy by default).
         eval_splits: Splits evaluated.
         val_fraction: Share of trajectories held out from SFT training.
-        dagger_records_per_iteration: From iteration 1 on, the SFT set takes at most this
-            many records from each iteration (``null``: as many as the smallest
-            iteration has); bounds the training time of later iterations.
+        dagger_actions_per_iteration: From iteration 1 on, the SFT set takes at most this
+            many supervised actions from each iteration (``null``: as many as the
+            smallest iteration has); bounds the training time of later iterations.
         seed: Seed for subsampling and sampling.
     """
 
@@ -61,7 +61,7 @@ class LeapParams(ConfigMixin):
     )
     eval_splits: list[str] = field(default_factory=lambda: ["valid_seen", "valid_unseen"])
     val_fraction: float = 0.15
-    dagger_records_per_iteration: int | None = None
+    dagger_actions_per_iteration: int | None = None
     seed: int = 0
 
     def student_settings(self, max_steps: int) -> Any:

@@ -24,9 +24,9 @@ def build_sft_records(
 
     Iteration 0 learns from the annotated expert logs; iteration ``i ≥ 1`` from the
     teacher's corrections of its own rollouts. The pool keeps every iteration's records;
-    training uses iterations ``0..i`` subsampled to the smallest (and to at most
-    ``dagger_records_per_iteration`` each, when set) so each weighs equally, split 85/15
-    by trajectory.
+    training uses iterations ``0..i`` subsampled to the same number of supervised actions
+    (the smallest iteration's, and at most ``dagger_actions_per_iteration`` when set) so
+    each weighs equally, split 85/15 by trajectory.
 
     Returns:
         ``(records, pool)``: records carry ``split`` (train/val) and ``iteration``.
@@ -42,7 +42,7 @@ def build_sft_records(
     pool = [r for r in previous_pool if r["iteration"] < iteration]
     pool += [{**r, "iteration": iteration} for r in new]
     records = make.dagger_training_set(
-        pool, iteration, config.seed, config.val_fraction, config.dagger_records_per_iteration
+        pool, iteration, config.seed, config.val_fraction, config.dagger_actions_per_iteration
     )
     n_train = sum(r["split"] == "train" for r in records)
     logger.info(

@@ -83,7 +83,9 @@ def one_pass(models: dict, specs: list, setup: tuple, batch: int, max_steps: int
 
 
 def agreement(actions: list, reference: list) -> float:
-    pairs = [(a, b) for x, y in zip(actions, reference, strict=True) for a, b in zip(x, y, strict=False)]
+    pairs = [
+        (a, b) for x, y in zip(actions, reference, strict=True) for a, b in zip(x, y, strict=False)
+    ]
     return sum(a == b for a, b in pairs) / len(pairs) if pairs else 1.0
 
 

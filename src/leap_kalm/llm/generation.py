@@ -150,20 +150,30 @@ class EpisodeGenerator:
         all_ids = self._encode_prompts(prompts)
         scores = []
         for start in range(0, len(prompts), self.max_batch):
-            batch_keys, batch_ids = keys[start : start + self.max_batch], all_ids[start : start + self.max_batch]
+            batch_keys = keys[start : start + self.max_batch]
+            batch_ids = all_ids[start : start + self.max_batch]
             cache, _, spans = self._prefill(batch_keys, batch_ids, 0)
-            for row, (ids, options) in enumerate(
-                zip(batch_ids, continuations[start : start + self.max_batch], strict=True)
+            batch_options = continuations[start : start + self.max_batch]
+            for row, (key, ids, options) in enumerate(
+                zip(batch_keys, batch_ids, batch_options, strict=True)
             ):
-                layers = self._row_layers(cache, row, *spans[row])
+                # with reuse on, _prefill has just kept this row's copy; take it, not a second one
+                layers = (
+                    self._caches[key][1]
+                    if self.reuse_cache
+                    else self._row_layers(cache, row, *spans[row])
+                )
                 tails = [
-                    self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self._end_of_turn]
+                    self.tokenizer(text, add_special_tokens=False)["input_ids"]
+                    + [self._end_of_turn]
                     for text in options
                 ]
-                row: list[float] = []
+                row_scores: list[float] = []
                 for first in range(0, len(tails), self.max_batch):
-                    row += self._score_tails(layers, ids, tails[first : first + self.max_batch])
-                scores.append(row)
+                    row_scores += self._score_tails(
+                        layers, ids, tails[first : first + self.max_batch]
+                    )
+                scores.append(row_scores)
         return scores
 
     def forget(self, key: Hashable) -> None:
@@ -177,7 +187,9 @@ class EpisodeGenerator:
         self._rngs.clear()
 
     # -- internals -----------------------------------------------------------
-    def _score_tails(self, layers: list[Any], ids: list[int], tails: list[list[int]]) -> list[float]:
+    def _score_tails(
+        self, layers: list[Any], ids: list[int], tails: list[list[int]]
+    ) -> list[float]:
         """Summed log-probabilities of ``tails`` after ``ids`` (``layers`` hold ``ids[:-1]``)."""
         import torch
         from transformers import DynamicCache
@@ -192,7 +204,9 @@ class EpisodeGenerator:
         if cached:
             n = len(tails)
             past = DynamicCache(
-                ddp_cache_data=[(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in layers]
+                ddp_cache_data=[
+                    (k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in layers
+                ]
             )
         with torch.no_grad():
             out = self.model(
@@ -237,8 +251,8 @@ class EpisodeGenerator:
         """Encode every episode's prompt but its last token, all episodes in one forward.
 
         Returns ``(cache, mask, spans)``: a static cache with ``room`` free slots after the
-        prompts (decoding starts at ``spans[r][1]``'s batch-wide maximum, ``slot``), the
-        attention mask over all its slots, and each row's ``(first, last)`` slots. Row
+        prompts (decoding starts at slot ``mask.shape[1] - room``), the attention
+        mask over all its slots, and each row's ``(first, last)`` slots. Row
         ``r``'s reused tokens end at slot ``P`` (the longest reused prefix), its new tokens
         follow from ``P``; the gaps of shorter rows are masked. Each episode's cache is
         then kept (a copy of its own slots) for the next call.
@@ -250,12 +264,16 @@ class EpisodeGenerator:
             self._reusable(key, ids[: len(ids) - 1]) for key, ids in zip(keys, all_ids, strict=True)
         ]
         counts = [common for common, _ in reused]
-        news = [ids[common : len(ids) - 1] for (common, _), ids in zip(reused, all_ids, strict=True)]
+        news = [
+            ids[common : len(ids) - 1] for (common, _), ids in zip(reused, all_ids, strict=True)
+        ]
         boundary, width = max(counts), max(len(n) for n in news)
         slot = boundary + width
         batch = len(all_ids)
         self.stats.reused_tokens += sum(counts)
-        self.stats.encoded_tokens += sum(len(n) + 1 for n in news)  # + the last token, fed when decoding
+        self.stats.encoded_tokens += sum(
+            len(n) + 1 for n in news
+        )  # + the last token, fed when decoding
         cache = StaticCache(config=self.model.config, max_cache_len=slot + room)
         mask = torch.zeros((batch, slot + room), dtype=torch.long, device=self._device)
         if boundary:

@@ -9,12 +9,13 @@ from leap_kalm.teachers.alfworld import ScriptedAlfWorldTeacher
 from leap_kalm.teachers.llm import LLMTeacher, extract_json_object
 
 
-def _scripted(games, realizability=0):
+def _scripted(games, realizability=0, corrects="mistakes"):
     """The scripted ALFWorld teacher as the pipelines build it, from a games index."""
     from leap_kalm.envs.alfworld.env import game_id
 
     index = [{"game_id": game_id(path), "path": path} for path, _ in games]
-    return make_teacher("alfworld", {"kind": "scripted", "realizability": realizability}, index)
+    params = {"kind": "scripted", "realizability": realizability, "corrects": corrects}
+    return make_teacher("alfworld", params, index)
 
 
 @pytest.fixture(scope="module")
@@ -56,13 +57,69 @@ def test_corrections_are_always_admissible(games):
         assert trajectory["task"] in correction["summary"]
 
 
-def test_first_correction_follows_the_optimal_plan(games):
-    teacher = _scripted(games)
+def test_corrections_follow_the_optimal_plan(games):
+    """'look' never changes the state: ``plan`` corrects every step to the plan's first
+    action; ``mistakes`` keeps the first look (the expert looks while searching) and
+    corrects its repeats."""
+    every, mistakes = _scripted(games, corrects="plan"), _scripted(games)
     for path, privileged in games:
-        trajectory = _student(path, n_steps=3, policy="look")  # 'look' never changes the state
-        correction = teacher.correct(trajectory, privileged)
+        trajectory = _student(path, n_steps=3, policy="look")
         plan = privileged["optimal_actions"]
+        correction = every.correct(trajectory, privileged)
         assert [s["corrected_action"] for s in correction["steps"]] == [plan[0]] * 3
+        steps = mistakes.correct(trajectory, privileged)["steps"]
+        assert [s["corrected_action"] for s in steps[1:]] == [plan[0]] * 2
+        assert [s["is_corrected"] for s in steps[1:]] == [True, True]
+        assert "Repeating 'look'" in steps[1]["corrected_reason"]
+        if plan[0].startswith("go to "):  # a search the student cannot know to make
+            assert steps[0]["corrected_action"] == "look" and not steps[0]["is_corrected"]
+    with pytest.raises(ValueError, match="corrects must be one of"):
+        ScriptedAlfWorldTeacher(corrects="everything")
+
+
+def _expert_prefix_then(path, privileged, n_expert, detour):
+    """The optimal plan's first ``n_expert`` actions, then ``detour`` (a list of actions)."""
+    from leap_kalm.envs.alfworld import AlfWorldEnv
+
+    env = AlfWorldEnv(path, max_steps=40)
+    obs, info = env.reset()
+    steps = []
+    for action in privileged["optimal_actions"][:n_expert] + detour:
+        steps.append(
+            {"observation": obs, "candidate_actions": info["admissible_commands"], "action": action}
+        )
+        obs, _, _, _, info = env.step(action)
+    env.close()
+    return {"game_id": env.game_id, "task": env.task, "task_type": env.task_type, "steps": steps}
+
+
+def test_mistakes_keep_progress_and_new_places_but_correct_revisits(games):
+    """Progress along the plan is kept; going somewhere new while the object is unseen is
+    kept; going back to a place already seen empty is corrected to the plan."""
+    teacher = _scripted(games)
+    checked = 0
+    for path, privileged in games:
+        plan = privileged["optimal_actions"]
+        start = _student(path, n_steps=1, policy="look")["steps"][0]
+        target = plan[0][len("go to ") :] if plan[0].startswith("go to ") else None
+        others = [c for c in start["candidate_actions"] if c.startswith("go to ") and c != plan[0]]
+        if target is None or len(others) < 2:
+            continue
+        detour = [others[0], others[1], others[0]]  # two new places, then back to the first
+        trajectory = _expert_prefix_then(path, privileged, 0, detour)
+        kinds = [e["type"] for e in privileged["essential_objects"]]
+        if any(f"{kind} " in trajectory["steps"][1]["observation"] for kind in kinds):
+            continue  # the object is visible at the first detour: not a blind search
+        steps = teacher.correct(trajectory, privileged)["steps"]
+        assert [s["is_corrected"] for s in steps[:2]] == [False, False], steps
+        assert steps[2]["is_corrected"] and steps[2]["corrected_action"] == plan[0], steps[2]
+        assert "was already checked" in steps[2]["corrected_reason"]
+        whole = _expert_prefix_then(path, privileged, len(plan) - 1, [])
+        if whole["steps"]:
+            kept = teacher.correct(whole, privileged)["steps"]
+            assert not any(s["is_corrected"] for s in kept), kept
+        checked += 1
+    assert checked >= 2
 
 
 def test_reasons_are_hint_only_unless_the_ablation_allows(games):

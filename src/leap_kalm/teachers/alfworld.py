@@ -1,12 +1,27 @@
 """Scripted privileged teacher for ALFWorld.
 
-The correction at step ``t`` is the next action of the engine planner's optimal plan
-*from the state the student actually reached* (its own actions 0..t-1 replayed in the
-engine). The reason is hint-only, as LEAP asks: it justifies the action with common
-sense (what kind of place holds what kind of object, what an appliance does, why the
-student's own action did not help) and never states a privileged fact such as where
-an unseen object is. ``realizability`` (0–100) is the ablation knob: the share of
-corrected reasons that do reveal the privileged location.
+The teacher replays the student's own actions in the engine and asks the planner for the
+optimal plan *from the state the student actually reached*. What it corrects depends on
+``corrects``:
+
+* ``mistakes`` (default): only actions that are wrong *given what the student could
+  know*. An action is kept when it shortens the optimal plan (progress), or when the
+  plan's next step is a search the student cannot know to make (going to the place where
+  an object it has never seen really is) and the student's own action also explores (goes
+  somewhere it has not been, opens something it has not looked into, or closes and looks
+  as the expert demonstrations do). Everything else — invalid actions, revisits, loops,
+  taking or placing the wrong thing, walking past the object it has seen — is corrected
+  to the plan's next action.
+* ``plan``: every action that differs from the plan's next action. Measured on the
+  learning profile, this taught the student to answer ``go to`` everywhere: once off
+  course, the plan's next action is nearly always "go where the object really is", which
+  no hint-only reason makes learnable (``docs/results.md``).
+
+The reason is hint-only, as LEAP asks: it justifies the action with common sense (what
+kind of place holds what kind of object, what an appliance does, why the student's own
+action did not help) and never states a privileged fact such as where an unseen object
+is. ``realizability`` (0–100) is the ablation knob: the share of corrected reasons that
+do reveal the privileged location.
 """
 
 from __future__ import annotations
@@ -32,7 +47,8 @@ def _kind(name: str) -> str:
 
 
 def replay_plans(game_path: str, actions: list[str]) -> list[list[str]]:
-    """The planner's optimal plan before each of ``actions``, replaying them in the engine."""
+    """The planner's optimal plan before each of ``actions`` and after the last one
+    (``len(actions) + 1`` plans), replaying them in the engine."""
     from leap_kalm.envs.alfworld.engine import start_engine
     from leap_kalm.envs.alfworld.env import normalize_command
 
@@ -43,6 +59,7 @@ def replay_plans(game_path: str, actions: list[str]) -> list[list[str]]:
         for action in actions:
             plans.append(list(state.get("policy_commands") or []))
             state, _, _ = engine.step(normalize_command(action))
+        plans.append(list(state.get("policy_commands") or []))
         return plans
     finally:
         engine.close()
@@ -162,6 +179,32 @@ def _why(action: str, task: _TaskView, state: _SeenState) -> str:
     return f"This is what the task needs next for the {obj}."
 
 
+def _searching(best: str, task: _TaskView, state: _SeenState) -> bool:
+    """Whether the plan's next action ``best`` goes to a place the student has no reason to
+    pick: not where the task sends what it holds, not where it saw what it looks for."""
+    if not best.startswith("go to "):
+        return False
+    place = best[len("go to ") :]
+    if state.holding and (place in task.destinations or place in task.appliances):
+        return False
+    return not any(state.seen_at(place, kind) for kind in (task.obj, task.lamp) if kind)
+
+
+def _explores(action: str, state: _SeenState) -> bool:
+    """Whether ``action`` belongs to a search: a place not visited, a receptacle not looked
+    into, or what the expert itself does while searching (closing what it opened, looking)."""
+    if action == "look" or action.startswith("close "):
+        return True
+    if action.startswith("go to "):
+        return action[len("go to ") :] not in state.visited
+    if action.startswith("open "):
+        return action[len("open ") :] not in state.contents
+    return False
+
+
+CORRECTS = ("mistakes", "plan")
+
+
 @dataclass
 class ScriptedAlfWorldTeacher:
     """Privileged teacher for ALFWorld driven by the engine's planner.
@@ -171,15 +214,20 @@ class ScriptedAlfWorldTeacher:
             privileged location of the target object (0 = LEAP's hint-only teacher).
         game_paths: ``game_id`` → ``game.tw-pddl`` of every game it may correct (the
             planner replays the student's actions in the game itself).
+        corrects: ``mistakes`` (what the student could have known better) or ``plan``
+            (every step off the optimal plan); see the module docstring.
     """
 
     realizability: float = 0.0
     game_paths: dict[str, str] = field(default_factory=dict)
+    corrects: str = "mistakes"
     kind: str = "scripted"
 
     def __post_init__(self) -> None:
         if not 0 <= self.realizability <= 100:
             raise ValueError(f"realizability must be within 0..100, got {self.realizability}")
+        if self.corrects not in CORRECTS:
+            raise ValueError(f"corrects must be one of {CORRECTS}, got {self.corrects!r}")
 
     # -- interface ---------------------------------------------------------------
     def annotate(self, trajectory: dict[str, Any], privileged: dict[str, Any]) -> list[str]:
@@ -193,8 +241,29 @@ class ScriptedAlfWorldTeacher:
         """A scripted teacher spends no tokens."""
         return {}
 
+    def _keeps(
+        self,
+        original: str,
+        previous: str | None,
+        plans: tuple[list[str], list[str]],
+        best: str,
+        seen: _SeenState,
+        task: _TaskView,
+    ) -> bool:
+        """Whether the student's valid ``original`` stands (``previous``: its action before;
+        ``plans``: the optimal plans before and after it; ``best``: the plan's next action)."""
+        if original == best:
+            return True
+        if self.corrects == "plan":
+            return False
+        before, after = plans
+        searching = (
+            original != previous and _searching(best, task, seen) and _explores(original, seen)
+        )
+        return len(after) < len(before) or searching
+
     def correct(self, trajectory: dict[str, Any], privileged: dict[str, Any]) -> Correction:
-        """Correct every step of a failed student trajectory (see module docstring)."""
+        """Correct a failed student trajectory step by step (see module docstring)."""
         game = trajectory["game_id"]
         if game not in self.game_paths:
             raise KeyError(
@@ -203,21 +272,26 @@ class ScriptedAlfWorldTeacher:
             )
         steps = trajectory["steps"]
         plans = replay_plans(self.game_paths[game], [s["action"] for s in steps])
+        task, seen = _TaskView.from_privileged(privileged), _SeenState()
         chosen = []
-        for step, plan in zip(steps, plans, strict=True):
-            best = self._admissible(plan[0], step["candidate_actions"]) if plan else None
-            original = step["action"]
-            is_corrected = best is not None and best != original
-            action = (
-                best
-                if is_corrected
-                else (original if original in step["candidate_actions"] else best or original)
-            )
-            if (
-                action not in step["candidate_actions"]
-            ):  # nothing admissible to suggest: keep the first candidate
-                action, is_corrected = step["candidate_actions"][0], True
-            chosen.append((action, is_corrected))
+        for t, step in enumerate(steps):
+            seen.observe(step["observation"])
+            plan, candidates, original = plans[t], step["candidate_actions"], step["action"]
+            best = self._admissible(plan[0], candidates) if plan else None
+            if original in candidates and (
+                best is None
+                or self._keeps(
+                    original,
+                    steps[t - 1]["action"] if t else None,
+                    (plan, plans[t + 1]),
+                    best,
+                    seen,
+                    task,
+                )
+            ):
+                chosen.append((original, False))
+            else:  # nothing admissible to suggest: the first candidate
+                chosen.append((best or candidates[0], True))
         reasons = self._reasons(
             trajectory,
             privileged,

@@ -30,12 +30,15 @@ class TeacherParams(ConfigMixin):
     Attributes:
         kind: ``scripted`` (privileged, per world) or ``llm`` (any OpenAI-compatible model).
         realizability: 0–100, how much privileged information a reason may reveal.
+        corrects: What a scripted teacher corrects: ``mistakes`` (what the student could
+            have known better) or ``plan`` (every step off the optimal plan).
         client: ``ClientParams`` for ``llm`` (base_url, model, ...).
         max_attempts: Replies tried per trajectory by the LLM teacher.
     """
 
     kind: str = "scripted"
     realizability: float = 0.0
+    corrects: str = "mistakes"
     client: dict[str, Any] = field(default_factory=dict)
     max_attempts: int = 3
 
@@ -58,7 +61,9 @@ def _scripted(world: str, config: TeacherParams, games: list[dict[str, Any]]) ->
             f"{', '.join(SCRIPTED_TEACHERS)}); use teacher.kind: llm"
         )
     paths = {g["game_id"]: g["path"] for g in games if "path" in g}
-    return _load(SCRIPTED_TEACHERS[world])(config.realizability, game_paths=paths)
+    return _load(SCRIPTED_TEACHERS[world])(
+        config.realizability, game_paths=paths, corrects=config.corrects
+    )
 
 
 def _llm(world: str, config: TeacherParams, games: list[dict[str, Any]]) -> Teacher:

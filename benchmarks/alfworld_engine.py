@@ -17,7 +17,6 @@ from pathlib import Path
 
 from leap_kalm.envs.alfworld import AlfWorldEnv, generate_games
 
-HERE = Path(__file__).resolve().parent
 
 
 def play(path: Path, cached: bool, actions_seed: int, steps: int) -> tuple[float, list[str]]:
@@ -71,10 +70,9 @@ def main() -> None:
         f"Speed-up: **{rate[True] / rate[False]:.2f}×**. Observations and admissible commands identical: {identical}.",
         f"Game generation (planner-checked): {args.games / generation:.2f} games/s.",
     ]
-    out = HERE / "results" / "alfworld_engine.md"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    from _report import write_report
+
+    write_report("alfworld_engine", lines)
 
 
 if __name__ == "__main__":

@@ -169,11 +169,9 @@ def main() -> None:
         "Completion-only scoring gives the same loss and gradients as scoring every position",
         "(`tests/training/test_sft.py::test_completion_only_scoring_gives_the_same_loss_and_gradients`).",
     ]
-    out = HERE / "results" / "cpu_precision.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print("\n".join(lines))
-    print(f"wrote {out}")
+    from _report import write_report
+
+    write_report("cpu_precision", lines)
 
 
 if __name__ == "__main__":

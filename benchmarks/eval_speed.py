@@ -32,7 +32,6 @@ from leap_kalm.llm.agent import StudentPolicy, StudentSettings, roll_out
 from leap_kalm.llm.generation import EpisodeGenerator, SamplingParams
 from leap_kalm.llm.models import load_model
 
-HERE = Path(__file__).resolve().parent
 
 SETUPS = [
     # label, batched, reuse cache, dtype
@@ -143,10 +142,9 @@ def main() -> None:
         "Ratios are of episode-steps/s, so that set-ups whose episodes end at different steps "
         "compare fairly; episodes/s is the direct figure.",
     ]
-    out = HERE / "results" / "eval_speed.md"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    from _report import write_report
+
+    write_report("eval_speed", lines)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ from leap_kalm.llm.generation import EpisodeGenerator, SamplingParams
 from leap_kalm.llm.models import load_model
 from leap_kalm.llm.prompts import build_student_messages
 
-HERE = Path(__file__).resolve().parent
 
 
 def load_trajectories(path: Path, episodes: int, steps: int) -> list[dict]:
@@ -106,10 +105,9 @@ def main() -> None:
         f"{runs[False][0]['encoded_tokens'] / runs[True][0]['encoded_tokens']:.1f}× fewer tokens encoded.",
         f"Identical greedy outputs with and without the cache: {same}.",
     ]
-    out = HERE / "results" / "generation_cache.md"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    from _report import write_report
+
+    write_report("generation_cache", lines)
 
 
 if __name__ == "__main__":

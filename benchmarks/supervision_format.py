@@ -25,7 +25,6 @@ import platform
 import statistics
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
 
 
 def annotated_logs(data_root: Path) -> list[dict]:
@@ -140,10 +139,9 @@ def main() -> None:
         "",
         f"Conversation vs per-step: {ratio_tokens:.1f}x fewer tokens per supervised action{speed}.",
     ]
-    out = HERE / "results" / "supervision_format.md"
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print("\n".join(lines))
-    print(f"wrote {out}")
+    from _report import write_report
+
+    write_report("supervision_format", lines)
 
 
 if __name__ == "__main__":

@@ -70,6 +70,26 @@ def test_scored_actions_are_always_candidates(tiny, prompt_format):
     assert policy.repair_counts()["scored"] == len(steps)
 
 
+def test_repair_scores_only_the_answers_that_match_no_candidate(tiny):
+    """``repair`` keeps every written action that matches a candidate and scores the rest,
+    so every action exists; with the same seed its matched answers equal ``generate``'s."""
+    generated = list(roll_out(_specs(4), _policy(tiny), "toy"))
+    policy = _policy(tiny, action_selection="repair")
+    repaired = list(roll_out(_specs(4), policy, "toy"))
+    first = {t["game_id"]: t["steps"][0] for t in generated}
+    steps = [s for t in repaired for s in t["steps"]]
+    assert steps and all(s["action"] in s["candidate_actions"] for s in steps)
+    assert {s["repair"] for s in steps} <= {"exact", "normalized", "fuzzy", "scored"}
+    for t in repaired:
+        before, after = first[t["game_id"]], t["steps"][0]
+        assert after["raw_action"] == before["raw_action"]
+        if before["repair"] in ("unmatched", "empty"):
+            assert after["repair"] == "scored"
+        else:
+            assert after["action"] == before["action"] and after["repair"] == before["repair"]
+    assert policy.repair_counts().get("scored", 0) == sum(s["repair"] == "scored" for s in steps)
+
+
 def test_rollout_shapes_and_bookkeeping(tiny):
     policy = _policy(tiny)
     trajectories = list(roll_out(_specs(5), policy, "toy", extra={"iteration": 0}))

@@ -34,6 +34,9 @@ class StudentSettings:
     action_selection: str = "generate"
 
 
+ACTION_SELECTIONS = ("generate", "score", "repair")
+
+
 def task_from_observation(observation: str) -> str:
     """The last non-empty line of a first observation: the fallback task of a world whose
     ``info`` has no ``task`` (registered worlds put their own parsed task there)."""
@@ -71,7 +74,7 @@ class StudentPolicy:
         keys = [ep["key"] for ep in episodes]
         texts = self.generator.generate(prompts, keys)
         parsed = [parse_answer(t, ep["candidates"]) for t, ep in zip(texts, episodes, strict=True)]
-        if self.settings.action_selection == "score":
+        if self.settings.action_selection != "generate":
             parsed = self._score(prompts, keys, parsed, episodes)
         self.answers.extend(parsed)
         return [
@@ -86,8 +89,17 @@ class StudentPolicy:
         parsed: list[ParsedAnswer],
         episodes: Sequence[dict[str, Any]],
     ) -> list[ParsedAnswer]:
-        """Keep each generated reason; take the candidate the student finds most likely after it."""
-        live = [i for i, ep in enumerate(episodes) if ep["candidates"]]
+        """Keep each generated reason; take the candidate the student finds most likely after
+        it: for every answer (``score``) or only for one whose action matches no candidate
+        (``repair``)."""
+        every = self.settings.action_selection == "score"
+        live = [
+            i
+            for i, ep in enumerate(episodes)
+            if ep["candidates"] and (every or parsed[i].repair in ("unmatched", "empty"))
+        ]
+        if not live:
+            return parsed
         scores = self.generator.score(
             [prompts[i] + f"REASON:\n{parsed[i].reason}\nACTION:\n" for i in live],
             [keys[i] for i in live],

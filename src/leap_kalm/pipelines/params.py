@@ -26,9 +26,10 @@ class LeapParams(ConfigMixin):
         prompt_format: ``leap`` (LEAP's per-step prompt: windowed history and the
             candidate list, one record per step) or ``conversation`` (the episode as one
             chat, trained as one sequence per trajectory, rolled out append-only).
-        action_selection: ``generate`` (the written action, repaired onto the candidates)
-            or ``score`` (the reason is generated, then the candidate the student finds
-            most likely after it is taken: actions always exist).
+        action_selection: ``generate`` (the written action, repaired onto the candidates),
+            ``score`` (the reason is generated, then the candidate the student finds most
+            likely after it is taken: actions always exist) or ``repair`` (generated, and
+            scored only where the written action matches no candidate).
         history_window: Earlier steps shown in the student's prompt (``null``: all).
         rollout_max_steps: Step cap of training rollouts (LEAP: 20).
         eval_max_steps: Step cap of evaluation rollouts (LEAP: 30).
@@ -88,9 +89,11 @@ class LeapParams(ConfigMixin):
             raise ValueError(
                 f"leap.env must be a text world ({', '.join(world_names('text'))}), got {self.env!r}"
             )
-        if self.action_selection not in ("generate", "score"):
+        from leap_kalm.llm.agent import ACTION_SELECTIONS
+
+        if self.action_selection not in ACTION_SELECTIONS:
             raise ValueError(
-                f"leap.action_selection must be 'generate' or 'score', got {self.action_selection!r}"
+                f"leap.action_selection must be one of {ACTION_SELECTIONS}, got {self.action_selection!r}"
             )
         if self.prompt_format not in PROMPT_FORMATS:
             raise ValueError(

@@ -138,3 +138,21 @@ def test_iteration_comes_from_runtime_params_or_the_latest_completed(tmp_path):
     assert "/iter3/rollouts.jsonl" in str(catalog["alfworld.rollouts"]._describe()["filepath"])
     assert "/iter2/student" in str(catalog["alfworld.previous_student"]._describe()["filepath"])
     assert loader["parameters"]["leap_iteration"] == 3
+
+
+def test_later_iterations_override_the_trainer_settings_from_iteration_1():
+    from leap_kalm.pipelines.leap_iteration import iteration_settings
+    from leap_kalm.training.sft import SFTParams
+
+    settings = {
+        "learning_rate": 1e-4,
+        "num_train_epochs": 2,
+        "later_iterations": {"learning_rate": 3e-5, "num_train_epochs": 1},
+    }
+    assert iteration_settings(settings, 0) == {"learning_rate": 1e-4, "num_train_epochs": 2}
+    later = iteration_settings(settings, 2)
+    assert later == {"learning_rate": 3e-5, "num_train_epochs": 1}
+    assert SFTParams.from_dict(later).learning_rate == 3e-5
+    assert iteration_settings({"learning_rate": 1e-4}, 1) == {"learning_rate": 1e-4}
+    with pytest.raises(ValueError, match="unknown keys"):
+        SFTParams.from_dict(iteration_settings({"later_iterations": {"learnin_rate": 1}}, 1))

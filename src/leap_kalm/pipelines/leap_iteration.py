@@ -80,6 +80,16 @@ def trained_student(sft: ModelRef, dpo: ModelRef, train_method: str) -> ModelRef
     return chosen
 
 
+def iteration_settings(settings: dict[str, Any], iteration: int) -> dict[str, Any]:
+    """The trainer settings of ``iteration``: ``settings`` without its ``later_iterations``
+    mapping, which overrides them from iteration 1 on (a student that starts from the
+    previous one wants a gentler update than behaviour cloning from the base model)."""
+    if "later_iterations" not in settings:
+        return dict(settings)
+    out = {k: v for k, v in settings.items() if k != "later_iterations"}
+    return {**out, **(settings["later_iterations"] or {})} if iteration > 0 else out
+
+
 def train_iteration_student(
     method: str,
     records: list[dict[str, Any]],
@@ -100,7 +110,7 @@ def train_iteration_student(
         method,
         records,
         starting_model(previous, model_params, iteration),
-        settings,
+        iteration_settings(settings, iteration),
         seed=seed + iteration,
         load_kwargs={**model_load_kwargs(model_params, ("dtype",)), **load_kwargs},
         meta={"iteration": iteration},

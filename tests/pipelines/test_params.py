@@ -93,10 +93,13 @@ def test_the_configured_blocks_map_onto_their_dataclasses(env):
         LeapParams.from_dict(block)
     for block in _blocks(env, "teacher").values():
         TeacherParams.from_dict(block)
-    for block in _blocks(env, "train_sft").values():
-        SFTParams.from_dict(block)
-    for block in _blocks(env, "train_dpo").values():
-        DPOParams.from_dict(block)
+    from leap_kalm.pipelines.leap_iteration import iteration_settings
+
+    for iteration in (0, 1):  # later_iterations overrides from iteration 1 on
+        for block in _blocks(env, "train_sft").values():
+            SFTParams.from_dict(iteration_settings(block, iteration))
+        for block in _blocks(env, "train_dpo").values():
+            DPOParams.from_dict(iteration_settings(block, iteration))
     text_worlds = set(world_names("text"))
     for where, block in _blocks(env, "ingest").items():
         world = where.split(":")[1]

@@ -84,10 +84,8 @@ def iteration_settings(settings: dict[str, Any], iteration: int) -> dict[str, An
     """The trainer settings of ``iteration``: ``settings`` without its ``later_iterations``
     mapping, which overrides them from iteration 1 on (a student that starts from the
     previous one wants a gentler update than behaviour cloning from the base model)."""
-    if "later_iterations" not in settings:
-        return dict(settings)
     out = {k: v for k, v in settings.items() if k != "later_iterations"}
-    return {**out, **(settings["later_iterations"] or {})} if iteration > 0 else out
+    return {**out, **(settings.get("later_iterations") or {})} if iteration > 0 else out
 
 
 def train_iteration_student(

@@ -79,18 +79,31 @@ def _checked_pairs(
     return list(enumerate(steps))
 
 
+TRAINED_STEPS = ("trajectory", "corrected")
+
+
+def _check_trained_steps(trained_steps: str) -> None:
+    if trained_steps not in TRAINED_STEPS:
+        raise ValueError(f"trained_steps must be one of {TRAINED_STEPS}, got {trained_steps!r}")
+
+
 def sft_records_from_corrections(
     trajectories: Sequence[dict[str, Any]],
     corrections: Sequence[dict[str, Any]],
     env: str,
     history_window: int | None = None,
+    trained_steps: str = "trajectory",
 ) -> list[SFTRecord]:
-    """One record per step of each corrected trajectory: the student's context, the teacher's answer."""
+    """One record per step of each corrected trajectory (``trained_steps: corrected``: per
+    corrected step only): the student's context, the teacher's answer."""
+    _check_trained_steps(trained_steps)
     by_id = {t["game_id"]: t for t in trajectories}
     records: list[SFTRecord] = []
     for correction in corrections:
         trajectory = _corrected_trajectory(by_id, correction)
         for t, step in _checked_pairs(trajectory, correction):
+            if trained_steps == "corrected" and not step["is_corrected"]:
+                continue
             records.append(
                 {
                     "prompt": _prompt(env, trajectory, t, history_window),
@@ -164,7 +177,10 @@ def conversation_records_from_trajectories(
 
 
 def conversation_records_from_corrections(
-    trajectories: Sequence[dict[str, Any]], corrections: Sequence[dict[str, Any]], env: str
+    trajectories: Sequence[dict[str, Any]],
+    corrections: Sequence[dict[str, Any]],
+    env: str,
+    trained_steps: str = "trajectory",
 ) -> list[dict[str, Any]]:
     """The teacher's answers as chats that stay true to what the student observed.
 
@@ -173,8 +189,11 @@ def conversation_records_from_corrections(
     the steps before it as context (the teacher's answers where the action was kept, the
     original answer where it was corrected) and trains on the teacher's answers of its
     own steps, the corrected one last. Steps after the last correction are trained in a
-    final segment. Each step is trained exactly once.
+    final segment. Each step is trained exactly once. With ``trained_steps: corrected``
+    a segment trains only its corrected step (the kept steps are context), and nothing
+    after the last correction is trained.
     """
+    _check_trained_steps(trained_steps)
     by_id = {t["game_id"]: t for t in trajectories}
     records: list[dict[str, Any]] = []
     for correction in corrections:
@@ -186,16 +205,17 @@ def conversation_records_from_corrections(
             for s, answer in zip(steps, teacher, strict=True)
         ]
         ends = [t for t, s in enumerate(steps) if s["is_corrected"]]
-        if not ends or ends[-1] != len(steps) - 1:
+        if trained_steps == "trajectory" and (not ends or ends[-1] != len(steps) - 1):
             ends.append(len(steps) - 1)
         first = 0
         for end in ends:
             answers = context[:first] + teacher[first : end + 1]
             shown = _with_answers(trajectory["steps"][: end + 1], answers)
+            trained_from = end if trained_steps == "corrected" else first
             records.append(
                 {
                     "messages": build_conversation(env, trajectory["task"], shown),
-                    "loss_turns": _loss_turns(first, end),
+                    "loss_turns": _loss_turns(trained_from, end),
                     "game_id": trajectory["game_id"],
                 }
             )
@@ -226,7 +246,10 @@ def supervised_actions(record: dict[str, Any]) -> int:
 
 
 def aggregate_dagger(
-    per_iteration: Sequence[Sequence[dict[str, Any]]], seed: int = 0, cap: int | None = None
+    per_iteration: Sequence[Sequence[dict[str, Any]]],
+    seed: int = 0,
+    cap: int | None = None,
+    expert_share: int | None = None,
 ) -> list[dict[str, Any]]:
     """DAgger aggregation: iterations 0..i, each subsampled to the same number of
     *supervised actions* (the smallest iteration's), so that every iteration weighs equally.
@@ -237,26 +260,33 @@ def aggregate_dagger(
     not the same number of records. Records are drawn in a seeded order (per iteration)
     until the share is reached, so the result is the same on every run. ``cap`` (when more
     than one iteration is aggregated) bounds every iteration's share of actions further,
-    and so the training cost.
+    and so the training cost. ``expert_share`` (when more than one iteration is
+    aggregated) decouples iteration 0, the expert episodes: it contributes up to that many
+    actions, and the balance (and ``cap``) applies among the later iterations only.
     """
     non_empty = [(i, list(records)) for i, records in enumerate(per_iteration) if records]
     if not non_empty:
         return []
-    share = min(sum(map(supervised_actions, records)) for _, records in non_empty)
-    if cap is not None and len(non_empty) > 1:
-        if cap < 1:
-            raise ValueError(f"dagger_actions_per_iteration must be at least 1, got {cap}")
+    for name, value in (("dagger_actions_per_iteration", cap), ("dagger_expert_actions", expert_share)):
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
+    several = len(non_empty) > 1
+    decoupled = several and expert_share is not None and non_empty[0][0] == 0
+    balanced = non_empty[1:] if decoupled else non_empty
+    share = min(sum(map(supervised_actions, records)) for _, records in balanced)
+    if cap is not None and several:
         share = min(share, cap)
     out: list[dict[str, Any]] = []
     for index, records in non_empty:
+        quota = expert_share if decoupled and index == 0 else share
         rng = random.Random(zlib.crc32(f"{seed}:{index}".encode()))
         weights = [supervised_actions(r) for r in records]
         if all(w == 1 for w in weights):
-            chosen = rng.sample(range(len(records)), share)
+            chosen = rng.sample(range(len(records)), min(quota, len(records)))
         else:
             chosen, total = [], 0
             for i in rng.sample(range(len(records)), len(records)):
-                if total >= share:
+                if total >= quota:
                     break
                 chosen.append(i)
                 total += weights[i]
@@ -270,6 +300,7 @@ def dagger_training_set(
     seed: int,
     val_fraction: float,
     cap: int | None = None,
+    expert_share: int | None = None,
 ) -> list[dict[str, Any]]:
     """Iteration ``iteration``'s training records from the DAgger pool: iterations
     ``0..iteration`` aggregated (:func:`aggregate_dagger`, seed ``seed + iteration``, at
@@ -277,7 +308,7 @@ def dagger_training_set(
     split by trajectory (:func:`split_by_trajectory`, seed ``seed``); each record carries
     ``split`` (``train``/``val``)."""
     by_iteration = [[r for r in pool if r["iteration"] == i] for i in range(iteration + 1)]
-    merged = aggregate_dagger(by_iteration, seed=seed + iteration, cap=cap)
+    merged = aggregate_dagger(by_iteration, seed=seed + iteration, cap=cap, expert_share=expert_share)
     train, val = split_by_trajectory(merged, val_fraction, seed=seed)
     return [{**r, "split": "train"} for r in train] + [{**r, "split": "val"} for r in val]
 
@@ -288,17 +319,21 @@ def sft_records(
     history_window: int | None,
     trajectories: Sequence[dict[str, Any]],
     corrections: Sequence[dict[str, Any]] | None = None,
+    trained_steps: str = "trajectory",
 ) -> list[dict[str, Any]]:
     """SFT records in ``prompt_format``: from annotated trajectories (``corrections`` is
-    ``None``: behaviour cloning) or from the teacher's corrections of them."""
+    ``None``: behaviour cloning) or from the teacher's corrections of them (every step of
+    a corrected trajectory, or with ``trained_steps: corrected`` the corrected ones)."""
     if prompt_format == "conversation":
         if corrections is None:
             return conversation_records_from_trajectories(trajectories, env)
-        return conversation_records_from_corrections(trajectories, corrections, env)
+        return conversation_records_from_corrections(trajectories, corrections, env, trained_steps)
     _check_format(prompt_format)
     if corrections is None:
         return sft_records_from_trajectories(trajectories, env, history_window)
-    return sft_records_from_corrections(trajectories, corrections, env, history_window)
+    return sft_records_from_corrections(
+        trajectories, corrections, env, history_window, trained_steps
+    )
 
 
 def dpo_pairs(

@@ -42,6 +42,12 @@ class LeapParams(ConfigMixin):
         dagger_actions_per_iteration: From iteration 1 on, the SFT set takes at most this
             many supervised actions from each iteration (``null``: as many as the
             smallest iteration has); bounds the training time of later iterations.
+        dagger_expert_actions: From iteration 1 on, the expert episodes (iteration 0)
+            contribute this many supervised actions, apart from the balance of the later
+            iterations (``null``: they are balanced like every other iteration).
+        trained_steps: What a corrected trajectory trains: ``trajectory`` (every step, the
+            teacher's answer where it kept the student's action and where it corrected
+            it) or ``corrected`` (only the corrected steps; the kept ones are context).
         seed: Seed for subsampling and sampling.
     """
 
@@ -63,6 +69,8 @@ class LeapParams(ConfigMixin):
     eval_splits: list[str] = field(default_factory=lambda: ["valid_seen", "valid_unseen"])
     val_fraction: float = 0.15
     dagger_actions_per_iteration: int | None = None
+    dagger_expert_actions: int | None = None
+    trained_steps: str = "trajectory"
     seed: int = 0
 
     def student_settings(self, max_steps: int) -> Any:
@@ -94,6 +102,12 @@ class LeapParams(ConfigMixin):
         if self.action_selection not in ACTION_SELECTIONS:
             raise ValueError(
                 f"leap.action_selection must be one of {ACTION_SELECTIONS}, got {self.action_selection!r}"
+            )
+        from leap_kalm.llm.records import TRAINED_STEPS
+
+        if self.trained_steps not in TRAINED_STEPS:
+            raise ValueError(
+                f"leap.trained_steps must be one of {TRAINED_STEPS}, got {self.trained_steps!r}"
             )
         if self.prompt_format not in PROMPT_FORMATS:
             raise ValueError(

@@ -38,11 +38,16 @@ def build_sft_records(
     if iteration == 0:
         new = make.sft_records(*fmt, annotated_logs)
     else:
-        new = make.sft_records(*fmt, rollouts, corrections)
+        new = make.sft_records(*fmt, rollouts, corrections, config.trained_steps)
     pool = [r for r in previous_pool if r["iteration"] < iteration]
     pool += [{**r, "iteration": iteration} for r in new]
     records = make.dagger_training_set(
-        pool, iteration, config.seed, config.val_fraction, config.dagger_actions_per_iteration
+        pool,
+        iteration,
+        config.seed,
+        config.val_fraction,
+        config.dagger_actions_per_iteration,
+        config.dagger_expert_actions,
     )
     n_train = sum(r["split"] == "train" for r in records)
     logger.info(

@@ -124,6 +124,31 @@ def test_dagger_balances_supervised_actions_not_records():
     assert [sum(r["iteration_source"] == k for r in capped) for k in range(2)] == [2, 6]
 
 
+def test_dagger_expert_share_is_apart_from_the_balance_of_later_iterations():
+    episodes = [{"game_id": f"e{i}", "loss_turns": [2, 4, 6, 8, 10]} for i in range(8)]
+    segments = [{"game_id": f"s{i}", "loss_turns": [4]} for i in range(12)]
+    more = [{"game_id": f"t{i}", "loss_turns": [6]} for i in range(9)]
+
+    def actions(merged, n):
+        return [
+            sum(len(r["loss_turns"]) for r in merged if r["iteration_source"] == k)
+            for k in range(n)
+        ]
+
+    # 21 expert actions (5 episodes, the draw stops once 21 are reached); iterations 1
+    # and 2 balanced between themselves at 9, not cut to the expert share
+    assert actions(aggregate_dagger([episodes, segments, more], expert_share=21), 3) == [25, 9, 9]
+    # more than the expert episodes hold: all of them
+    assert actions(aggregate_dagger([episodes, segments], expert_share=1000), 2) == [40, 12]
+    # the cap still bounds the later iterations
+    capped = aggregate_dagger([episodes, segments, more], cap=4, expert_share=10)
+    assert actions(capped, 3) == [10, 4, 4]
+    # iteration 0 alone: the share does not apply
+    assert len(aggregate_dagger([episodes], expert_share=5)) == 8
+    with pytest.raises(ValueError, match="dagger_expert_actions"):
+        aggregate_dagger([episodes, segments], expert_share=0)
+
+
 # -- conversation format ----------------------------------------------------------
 def _answers(messages):
     return [m["content"] for m in messages if m["role"] == "assistant"]
@@ -172,6 +197,30 @@ def test_a_correction_ending_on_a_corrected_step_has_no_empty_segment():
     correction = _correction("g1", n=3, corrected=(2,))
     records = conversation_records_from_corrections([_trajectory("g1")], [correction], "alfworld")
     assert [r["loss_turns"] for r in records] == [[2, 4, 6]]
+
+
+def test_trained_steps_corrected_trains_only_the_teachers_corrections():
+    from leap_kalm.llm.records import conversation_records_from_corrections
+
+    correction = _correction("g1", n=5, corrected=(1, 3))
+    records = conversation_records_from_corrections(
+        [_trajectory("g1", 5)], [correction], "alfworld", trained_steps="corrected"
+    )
+    # one segment per corrected step, trained on that step alone; nothing after step 3
+    assert [r["loss_turns"] for r in records] == [[4], [8]]
+    second = _answers(records[1]["messages"])
+    assert len(second) == 4
+    assert second[1] == "REASON:\nr1\nACTION:\nlook"  # the student's own answer as context
+    assert second[3] == "REASON:\nbetter 3\nACTION:\ngo to shelf 3"
+    per_step = sft_records_from_corrections(
+        [_trajectory("g1", 5)], [correction], "alfworld", trained_steps="corrected"
+    )
+    assert [r["completion"][0]["content"].split("\n")[-1] for r in per_step] == [
+        "go to shelf 1",
+        "go to shelf 3",
+    ]
+    with pytest.raises(ValueError, match="trained_steps"):
+        sft_records_from_corrections([_trajectory("g1")], [correction], "alfworld", None, "some")
 
 
 def test_conversation_dpo_prompt_is_the_students_own_chat():

@@ -52,6 +52,11 @@ def test_parameters_are_not_mutated():
             r"leap.train_method must be one of \('sft', 'dpo'\), got 'ppo'",
         ),
         (
+            LeapParams,
+            {"trained_steps": "kept"},
+            r"leap.trained_steps must be one of \('trajectory', 'corrected'\), got 'kept'",
+        ),
+        (
             TextIngestParams,
             {"source": "download"},
             "source must be 'generated' or 'real', got 'download'",

@@ -122,6 +122,19 @@ def test_iteration_1_aggregates_corrections_with_the_pool(
     assert again == (records, pool)
 
 
+def test_iteration_1_can_train_only_the_corrected_steps_beside_a_fixed_expert_share(
+    failed_rollouts, corrections, sft_records_0
+):
+    _, pool_0 = sft_records_0
+    params = {**LEAP, "trained_steps": "corrected", "dagger_expert_actions": 3}
+    records, pool = build_sft_records([], failed_rollouts, corrections, pool_0, params, 1)
+    n_corrected = sum(s["is_corrected"] for c in corrections for s in c["steps"])
+    assert 0 < n_corrected < sum(len(t["steps"]) for t in failed_rollouts)
+    assert Counter(r["iteration"] for r in pool) == {0: len(pool_0), 1: n_corrected}
+    # every corrected step, and 3 expert steps whatever the corrections count
+    assert Counter(r["iteration"] for r in records) == {0: 3, 1: n_corrected}
+
+
 def test_corrections_that_do_not_match_their_rollouts_are_named(failed_rollouts, corrections):
     with pytest.raises(ValueError, match="correction for unknown trajectory"):
         build_sft_records([], failed_rollouts[1:], corrections, [], LEAP, 1)

@@ -62,3 +62,77 @@ def test_windowed_prompts_keep_a_growing_common_prefix():
 
 def test_completion_format():
     assert format_completion(" because ", " look ") == "REASON:\nbecause\nACTION:\nlook"
+
+
+# -- conversation_places ---------------------------------------------------------------
+PLACES = ["go to drawer 1", "go to drawer 2", "go to shelf 1", "look"]
+ROOM = [
+    {
+        "observation": "You are in the middle of a room.",
+        "reason": "r0",
+        "action": "go to drawer 1",
+        "candidate_actions": PLACES,
+    },
+    {
+        "observation": "You arrive at drawer 1. The drawer 1 is closed.",
+        "reason": "r1",
+        "action": "go to shelf 1",
+        "candidate_actions": ["go to drawer 2", "go to shelf 1", "open drawer 1"],
+    },
+]
+
+
+def _users(messages):
+    return [m["content"] for m in messages if m["role"] == "user"]
+
+
+def test_conversation_places_lists_the_places_not_visited_yet():
+    from leap_kalm.llm.prompts import build_conversation, student_messages
+
+    now = "You arrive at shelf 1. On the shelf 1, you see a mug 1."
+    candidates = ["go to drawer 1", "go to drawer 2", "take mug 1 from shelf 1"]
+    messages = student_messages("conversation_places", "alfworld", "t", ROOM, now, candidates)
+    users = _users(messages)
+    assert users[0].endswith("Not visited yet: drawer 1, drawer 2, shelf 1")
+    assert users[1].endswith("Not visited yet: drawer 2, shelf 1")
+    # drawer 1 was visited, shelf 1 is where the student stands: only drawer 2 is left
+    assert users[2] == now + "\nNot visited yet: drawer 2"
+    assert messages == build_conversation("alfworld", "t", ROOM, now, candidates, places=True)
+    plain = student_messages("conversation", "alfworld", "t", ROOM, now, candidates)
+    assert [m["role"] for m in plain] == [m["role"] for m in messages]
+    assert "Not visited" not in "".join(_users(plain))
+    assert [m for m in plain if m["role"] == "assistant"] == [
+        m for m in messages if m["role"] == "assistant"
+    ]
+    # the chat only appends: the next step's chat starts with this one's messages
+    later = build_conversation(
+        "alfworld",
+        "t",
+        ROOM
+        + [
+            {
+                "observation": now,
+                "reason": "r2",
+                "action": "go to drawer 2",
+                "candidate_actions": candidates,
+            }
+        ],
+        "You arrive at drawer 2.",
+        ["go to drawer 1", "go to shelf 1"],
+        places=True,
+    )
+    assert later[: len(messages)] == messages
+    assert _users(later)[-1] == "You arrive at drawer 2.\nNot visited yet: none"
+
+
+def test_conversation_places_records_train_on_the_same_answers():
+    from leap_kalm.llm.records import sft_records
+
+    trajectory = {"game_id": "g1", "task": "t", "steps": ROOM}
+    (plain,) = sft_records("conversation", "alfworld", None, [trajectory])
+    (placed,) = sft_records("conversation_places", "alfworld", None, [trajectory])
+    assert placed["loss_turns"] == plain["loss_turns"] == [2, 4]
+    assert [placed["messages"][i] for i in placed["loss_turns"]] == [
+        plain["messages"][i] for i in plain["loss_turns"]
+    ]
+    assert "Not visited yet: drawer 2, shelf 1" in placed["messages"][3]["content"]

@@ -14,6 +14,7 @@ append-only too.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -84,7 +85,8 @@ def build_student_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-PROMPT_FORMATS = ("leap", "conversation")
+PROMPT_FORMATS = ("leap", "conversation", "conversation_places")
+CONVERSATION_FORMATS = ("conversation", "conversation_places")
 
 
 def build_conversation(
@@ -93,6 +95,7 @@ def build_conversation(
     history: Sequence[Step],
     observation: str | None = None,
     candidate_actions: Sequence[str] | None = None,
+    places: bool = False,
 ) -> list[ChatMessage]:
     """A whole episode as one growing chat: observations as user turns, the student's
     ``REASON/ACTION`` answers as assistant turns.
@@ -107,30 +110,59 @@ def build_conversation(
             ``reason`` and ``action``).
         observation: The current observation (``None``: end after the last answer, as a
             training sequence does).
-        candidate_actions: Listed under the current observation when given.
+        candidate_actions: The current step's admissible actions (their ``go to``
+            places make its places line); not listed.
+        places: Under every observation, the places the student can go to and has not
+            been to yet (from that step's ``go to`` candidates and the ``You arrive at``
+            observations so far): the ``conversation_places`` format. A turn depends only
+            on the steps up to it, so the chat still only appends.
     """
     system = render_template(
         "student_conversation_system", env_description=ENV_DESCRIPTIONS.get(env, env)
     )
     messages: list[ChatMessage] = [{"role": "system", "content": system}]
+    visited: set[str] = set()
     for t, step in enumerate(history):
-        messages.append(_observation_turn(task, step["observation"], t == 0, None))
+        unvisited = _unvisited(step["observation"], step.get("candidate_actions"), visited)
+        messages.append(
+            _observation_turn(task, step["observation"], t == 0, unvisited if places else None)
+        )
         answer = format_completion(step.get("reason", ""), step["action"])
         messages.append({"role": "assistant", "content": answer})
     if observation is not None:
-        messages.append(_observation_turn(task, observation, not history, candidate_actions))
+        unvisited = _unvisited(observation, candidate_actions, visited)
+        messages.append(
+            _observation_turn(task, observation, not history, unvisited if places else None)
+        )
     return messages
 
 
+_ARRIVE = re.compile(r"You arrive at (.+?)\.")
+
+
+def _unvisited(
+    observation: str, candidate_actions: Sequence[str] | None, visited: set[str]
+) -> list[str]:
+    """Record where ``observation`` arrives in ``visited``; the ``go to`` places of
+    ``candidate_actions`` not visited so far, in their order."""
+    visited.update(_ARRIVE.findall(observation))
+    return [
+        a[len("go to ") :]
+        for a in candidate_actions or ()
+        if a.startswith("go to ") and a[len("go to ") :] not in visited
+    ]
+
+
 def _observation_turn(
-    task: str, observation: str, first: bool, candidate_actions: Sequence[str] | None
+    task: str, observation: str, first: bool, unvisited: Sequence[str] | None
 ) -> ChatMessage:
     content = render_template(
         "student_conversation_user",
         task=task,
         observation=observation,
         first=first,
-        candidate_actions=list(candidate_actions or []),
+        places=unvisited is not None,
+        unvisited=list(unvisited or []),
     )
     return {"role": "user", "content": content}
 
@@ -150,8 +182,9 @@ def student_messages(
         return build_student_messages(
             env, task, history, observation, candidate_actions, history_window
         )
-    if prompt_format == "conversation":
-        return build_conversation(env, task, history, observation)
+    if prompt_format in CONVERSATION_FORMATS:
+        places = prompt_format == "conversation_places"
+        return build_conversation(env, task, history, observation, candidate_actions, places)
     raise ValueError(f"prompt_format must be one of {PROMPT_FORMATS}, got {prompt_format!r}")
 
 

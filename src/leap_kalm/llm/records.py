@@ -15,7 +15,12 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from leap_kalm.llm.prompts import build_conversation, format_completion, student_messages
+from leap_kalm.llm.prompts import (
+    CONVERSATION_FORMATS,
+    build_conversation,
+    format_completion,
+    student_messages,
+)
 from leap_kalm.schemas import PreferencePair, SFTRecord
 
 
@@ -158,7 +163,7 @@ def _loss_turns(first: int, last: int) -> list[int]:
 
 
 def conversation_records_from_trajectories(
-    trajectories: Sequence[dict[str, Any]], env: str
+    trajectories: Sequence[dict[str, Any]], env: str, places: bool = False
 ) -> list[dict[str, Any]]:
     """One record per trajectory: the whole episode as one chat, loss on every answer.
 
@@ -167,7 +172,9 @@ def conversation_records_from_trajectories(
     """
     return [
         {
-            "messages": build_conversation(env, trajectory["task"], trajectory["steps"]),
+            "messages": build_conversation(
+                env, trajectory["task"], trajectory["steps"], places=places
+            ),
             "loss_turns": _loss_turns(0, len(trajectory["steps"]) - 1),
             "game_id": trajectory["game_id"],
         }
@@ -181,6 +188,7 @@ def conversation_records_from_corrections(
     corrections: Sequence[dict[str, Any]],
     env: str,
     trained_steps: str = "trajectory",
+    places: bool = False,
 ) -> list[dict[str, Any]]:
     """The teacher's answers as chats that stay true to what the student observed.
 
@@ -214,7 +222,7 @@ def conversation_records_from_corrections(
             trained_from = end if trained_steps == "corrected" else first
             records.append(
                 {
-                    "messages": build_conversation(env, trajectory["task"], shown),
+                    "messages": build_conversation(env, trajectory["task"], shown, places=places),
                     "loss_turns": _loss_turns(trained_from, end),
                     "game_id": trajectory["game_id"],
                 }
@@ -267,7 +275,10 @@ def aggregate_dagger(
     non_empty = [(i, list(records)) for i, records in enumerate(per_iteration) if records]
     if not non_empty:
         return []
-    for name, value in (("dagger_actions_per_iteration", cap), ("dagger_expert_actions", expert_share)):
+    for name, value in (
+        ("dagger_actions_per_iteration", cap),
+        ("dagger_expert_actions", expert_share),
+    ):
         if value is not None and value < 1:
             raise ValueError(f"{name} must be at least 1, got {value}")
     several = len(non_empty) > 1
@@ -308,7 +319,9 @@ def dagger_training_set(
     split by trajectory (:func:`split_by_trajectory`, seed ``seed``); each record carries
     ``split`` (``train``/``val``)."""
     by_iteration = [[r for r in pool if r["iteration"] == i] for i in range(iteration + 1)]
-    merged = aggregate_dagger(by_iteration, seed=seed + iteration, cap=cap, expert_share=expert_share)
+    merged = aggregate_dagger(
+        by_iteration, seed=seed + iteration, cap=cap, expert_share=expert_share
+    )
     train, val = split_by_trajectory(merged, val_fraction, seed=seed)
     return [{**r, "split": "train"} for r in train] + [{**r, "split": "val"} for r in val]
 
@@ -324,10 +337,13 @@ def sft_records(
     """SFT records in ``prompt_format``: from annotated trajectories (``corrections`` is
     ``None``: behaviour cloning) or from the teacher's corrections of them (every step of
     a corrected trajectory, or with ``trained_steps: corrected`` the corrected ones)."""
-    if prompt_format == "conversation":
+    if prompt_format in CONVERSATION_FORMATS:
+        places = prompt_format == "conversation_places"
         if corrections is None:
-            return conversation_records_from_trajectories(trajectories, env)
-        return conversation_records_from_corrections(trajectories, corrections, env, trained_steps)
+            return conversation_records_from_trajectories(trajectories, env, places)
+        return conversation_records_from_corrections(
+            trajectories, corrections, env, trained_steps, places
+        )
     _check_format(prompt_format)
     if corrections is None:
         return sft_records_from_trajectories(trajectories, env, history_window)

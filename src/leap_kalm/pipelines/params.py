@@ -13,7 +13,7 @@ from typing import Any
 from leap_kalm.schemas import ConfigMixin
 
 TRAIN_METHODS = ("sft", "dpo")
-PROMPT_FORMATS = ("leap", "conversation")  # leap_kalm.llm.prompts.PROMPT_FORMATS
+PROMPT_FORMATS = ("leap", "conversation", "conversation_places")  # leap_kalm.llm.prompts.PROMPT_FORMATS
 
 
 @dataclass
@@ -25,7 +25,9 @@ class LeapParams(ConfigMixin):
         train_method: ``sft`` (DAgger-style aggregation) or ``dpo`` (corrected vs original).
         prompt_format: ``leap`` (LEAP's per-step prompt: windowed history and the
             candidate list, one record per step) or ``conversation`` (the episode as one
-            chat, trained as one sequence per trajectory, rolled out append-only).
+            chat, trained as one sequence per trajectory, rolled out append-only) or
+            ``conversation_places`` (the same, each observation followed by the places
+            not visited yet).
         action_selection: ``generate`` (the written action, repaired onto the candidates),
             ``score`` (the reason is generated, then the candidate the student finds most
             likely after it is taken: actions always exist) or ``repair`` (generated, and

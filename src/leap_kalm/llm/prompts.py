@@ -122,18 +122,17 @@ def build_conversation(
     )
     messages: list[ChatMessage] = [{"role": "system", "content": system}]
     visited: set[str] = set()
+
+    def turn(observation: str, first: bool, candidates: Sequence[str] | None) -> ChatMessage:
+        unvisited = _unvisited(observation, candidates, visited) if places else None
+        return _observation_turn(task, observation, first, unvisited)
+
     for t, step in enumerate(history):
-        unvisited = _unvisited(step["observation"], step.get("candidate_actions"), visited)
-        messages.append(
-            _observation_turn(task, step["observation"], t == 0, unvisited if places else None)
-        )
+        messages.append(turn(step["observation"], t == 0, step.get("candidate_actions")))
         answer = format_completion(step.get("reason", ""), step["action"])
         messages.append({"role": "assistant", "content": answer})
     if observation is not None:
-        unvisited = _unvisited(observation, candidate_actions, visited)
-        messages.append(
-            _observation_turn(task, observation, not history, unvisited if places else None)
-        )
+        messages.append(turn(observation, not history, candidate_actions))
     return messages
 
 

@@ -13,7 +13,6 @@ from typing import Any
 from leap_kalm.schemas import ConfigMixin
 
 TRAIN_METHODS = ("sft", "dpo")
-PROMPT_FORMATS = ("leap", "conversation", "conversation_places")  # leap_kalm.llm.prompts.PROMPT_FORMATS
 
 
 @dataclass
@@ -111,6 +110,8 @@ class LeapParams(ConfigMixin):
             raise ValueError(
                 f"leap.trained_steps must be one of {TRAINED_STEPS}, got {self.trained_steps!r}"
             )
+        from leap_kalm.llm.prompts import PROMPT_FORMATS
+
         if self.prompt_format not in PROMPT_FORMATS:
             raise ValueError(
                 f"leap.prompt_format must be one of {PROMPT_FORMATS}, got {self.prompt_format!r}"

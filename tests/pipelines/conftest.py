@@ -24,6 +24,7 @@ LEAP = {
     "sampling": {"temperature": 1.0, "max_new_tokens": 12},
     "eval_sampling": {"temperature": 0.0, "max_new_tokens": 12},
     "eval_splits": ["valid_seen", "valid_unseen"],
+    "eval_fresh_process": False,  # test_evaluate.py runs the spawned path once
 }
 # one optimizer step of a rank-2 LoRA: seconds on the tiny model
 TRAIN = {"max_steps": 1, "per_device_train_batch_size": 2, "lora": {"r": 2, "alpha": 4}}

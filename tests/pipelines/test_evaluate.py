@@ -80,6 +80,14 @@ def test_an_evaluation_given_finished_games_plays_only_the_rest(
     assert snapshot(alfworld_games) == before
 
 
+def test_an_evaluation_in_a_fresh_process_plays_the_same_games_the_same_way(
+    eval_rollouts, alfworld_games, sft_student
+):
+    leap = {**LEAP, "eval_fresh_process": True}
+    produce = evaluate_student(alfworld_games, sft_student, leap, MODEL, 0)
+    assert list(produce(eval_rollouts[:1])) == eval_rollouts[1:]
+
+
 def test_eval_splits_choose_the_games(alfworld_games, sft_student):
     leap = {**LEAP, "eval_splits": ["valid_unseen"]}
     played = list(evaluate_student(alfworld_games, sft_student, leap, MODEL, 2)([]))
@@ -114,7 +122,8 @@ def test_students_load_with_the_model_parameters_device_and_dtype(
     student = ModelRef(path="/students/iter0", kind="adapter")
     model_params = {"name": "tiny-test", "device": "cpu", "dtype": "float32"}
     node = roll_out_student if stage == "rollout" else evaluate_student
-    produce = node(alfworld_games, student, {"env": "alfworld"}, model_params, 1)
+    leap = {"env": "alfworld", **({"eval_fresh_process": False} if stage == "evaluate" else {})}
+    produce = node(alfworld_games, student, leap, model_params, 1)
     with pytest.raises(RuntimeError, match="loaded"):
         list(produce([]))
     assert seen == {"ref": student, "merge_adapter": True, "device": "cpu", "dtype": "float32"}

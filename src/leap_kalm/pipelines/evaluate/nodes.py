@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from leap_kalm.envs.registry import episode_specs
+from leap_kalm.isolation import in_fresh_process
 from leap_kalm.pipelines.leap_iteration import trained_student
 from leap_kalm.pipelines.params import LeapParams
 from leap_kalm.progress import track
@@ -45,30 +46,56 @@ def evaluate_student(
     model_params: dict[str, Any],
     iteration: int,
 ) -> Callable[[list], Iterator[dict[str, Any]]]:
-    """The student plays every game of the evaluation splits (greedy by default; resumable)."""
+    """The student plays every game of the evaluation splits (greedy by default; resumable),
+    in a fresh process unless ``leap.eval_fresh_process`` is false."""
     config = LeapParams.from_dict(leap_params)
 
     def produce(done: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        from leap_kalm.llm.agent import roll_out
-        from leap_kalm.llm.student import load_student_policy
-
-        finished = {t["game_id"] for t in done}
-        specs = [
-            s
+        finished = sorted({t["game_id"] for t in done})
+        total = sum(
+            1
             for split in config.eval_splits
             for s in episode_specs(config.env, games, split, config.eval_max_steps)
             if s.game_id not in finished
-        ]
-        if not specs:
+        )
+        if not total:
             return
-        sampling = {"seed": config.seed, **config.eval_sampling}
-        settings = config.student_settings(config.eval_max_steps)
-        policy = load_student_policy(student, model_params, sampling, settings)
-        rollouts = roll_out(specs, policy, config.env, {"iteration": iteration})
-        yield from track(rollouts, "evaluation", total=len(specs))
-        logger.info("evaluation repairs: %s", policy.repair_counts())
+        args = (games, student, leap_params, model_params, iteration, finished)
+        rollouts = (
+            in_fresh_process(play_evaluation, *args, label="evaluation")
+            if config.eval_fresh_process
+            else play_evaluation(*args)
+        )
+        yield from track(rollouts, "evaluation", total=total)
 
     return produce
+
+
+def play_evaluation(
+    games: list[dict[str, Any]],
+    student: ModelRef,
+    leap_params: dict[str, Any],
+    model_params: dict[str, Any],
+    iteration: int,
+    finished: list[str],
+) -> Iterator[dict[str, Any]]:
+    """Play the evaluation games not in ``finished``; yield each trajectory as it ends."""
+    from leap_kalm.llm.agent import roll_out
+    from leap_kalm.llm.student import load_student_policy
+
+    config = LeapParams.from_dict(leap_params)
+    skip = set(finished)
+    specs = [
+        s
+        for split in config.eval_splits
+        for s in episode_specs(config.env, games, split, config.eval_max_steps)
+        if s.game_id not in skip
+    ]
+    sampling = {"seed": config.seed, **config.eval_sampling}
+    settings = config.student_settings(config.eval_max_steps)
+    policy = load_student_policy(student, model_params, sampling, settings)
+    yield from roll_out(specs, policy, config.env, {"iteration": iteration})
+    logger.info("evaluation repairs: %s", policy.repair_counts())
 
 
 def success_row(trajectories: list[dict[str, Any]]) -> dict[str, Any]:

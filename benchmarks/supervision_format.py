@@ -4,7 +4,8 @@ Both formats are built from the same annotated expert logs (the ``annotate`` sta
 output of a data root): ``leap`` makes one record per step (task, a window of earlier
 steps, the observation and the candidate list; loss on the answer), ``conversation``
 one record per trajectory (observations as user turns, answers as assistant turns; loss
-on every answer). Reported side by side, in one run:
+on every answer), ``conversation_places`` the same with each observation followed by the
+places not visited yet. Reported side by side, in one run:
 
 * tokens per supervised action (every token a training step encodes, over the actions
   it supervises), counted with the student's own tokenizer and chat template;
@@ -45,8 +46,10 @@ def count_tokens(fmt: str, records: list[dict], tokenizer) -> tuple[int, int]:
     from leap_kalm.training.sft import tokenize_conversation
 
     tokens = actions = 0
+    from leap_kalm.llm.prompts import CONVERSATION_FORMATS
+
     for record in records:
-        if fmt == "conversation":
+        if fmt in CONVERSATION_FORMATS:
             row = tokenize_conversation(tokenizer, record["messages"], record["loss_turns"])
             tokens, actions = tokens + len(row["input_ids"]), actions + len(record["loss_turns"])
         else:
@@ -92,7 +95,7 @@ def main() -> None:
 
     logs = annotated_logs(args.data_root)
     _, tokenizer = load_model("smollm2-135m-instruct")
-    formats = ("leap", "conversation")
+    formats = ("leap", "conversation", "conversation_places")
     records = {fmt: records_of(fmt, logs) for fmt in formats}
     counts = {fmt: count_tokens(fmt, records[fmt], tokenizer) for fmt in formats}
     per_record = {fmt: counts[fmt][1] / len(records[fmt]) for fmt in formats}
@@ -127,18 +130,18 @@ def main() -> None:
                 else "not timed | not timed |"
             )
         )
-    ratio_tokens = (counts["leap"][0] / counts["leap"][1]) / (
-        counts["conversation"][0] / counts["conversation"][1]
-    )
-    speed = (
-        f", {rate['conversation'] / rate['leap']:.1f}x more supervised actions per second"
-        if args.rounds
-        else " (training speed not timed: --rounds 0)"
-    )
-    lines += [
-        "",
-        f"Conversation vs per-step: {ratio_tokens:.1f}x fewer tokens per supervised action{speed}.",
-    ]
+    per_action = {fmt: counts[fmt][0] / counts[fmt][1] for fmt in formats}
+    lines.append("")
+    for fmt in formats[1:]:
+        speed = (
+            f", {rate[fmt] / rate['leap']:.1f}x more supervised actions per second"
+            if args.rounds
+            else " (training speed not timed: --rounds 0)"
+        )
+        lines.append(
+            f"- {fmt} vs per-step: {per_action['leap'] / per_action[fmt]:.1f}x fewer tokens "
+            f"per supervised action{speed}."
+        )
     from _report import write_report
 
     write_report("supervision_format", lines)

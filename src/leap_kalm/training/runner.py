@@ -41,6 +41,10 @@ def _attr(path: str) -> Any:
 TRAINERS: dict[str, TrainerEntry] = {
     "sft": TrainerEntry("leap_kalm.training.sft:SFTParams", "leap_kalm.training.sft:train_sft"),
     "dpo": TrainerEntry("leap_kalm.training.dpo:DPOParams", "leap_kalm.training.dpo:train_dpo"),
+    "grounding": TrainerEntry(
+        "leap_kalm.training.grounding:GroundingParams",
+        "leap_kalm.training.grounding:train_grounding",
+    ),
 }
 
 

@@ -1,0 +1,122 @@
+"""KALM's grounding: train a ``GroundedLM`` on grounding records with transformers' ``Trainer``.
+
+The model's ``forward`` returns the combined loss (tokens + weighted states and actions),
+so the stock ``Trainer`` does the loop, and mixed precision, gradient accumulation and
+``accelerate launch`` come with it. LoRA (``lora.r > 0``) adapts the LM; the grounding
+layers are always trained in full. The result is one model directory
+(``llm.grounded.save_grounded``), a LoRA adapter folded in.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from leap_kalm.llm.grounded import GroundingSpec
+from leap_kalm.schemas import ModelRef
+from leap_kalm.training.common import TrainParams, lora_config, use_bf16
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class GroundingParams(TrainParams):
+    """One grounding run (``<world>.ground_llm.train``): the shared trainer settings, the
+    grounding layers' shape (``spec``, filled from the data by the node) and warm-up."""
+
+    spec: dict[str, Any] = field(default_factory=dict)
+    warmup_steps: int = 0
+
+    def grounding_spec(self) -> GroundingSpec:
+        if not self.spec:
+            raise ValueError(
+                "grounding needs spec (obs_dim, action_kind, action_dim); none was given"
+            )
+        return GroundingSpec.from_dict(self.spec)
+
+
+def train_grounding(
+    model: Any,
+    tokenizer: Any,
+    records: list[dict[str, Any]],
+    params: GroundingParams,
+    output_dir: str,
+) -> ModelRef:
+    """Wrap ``model`` with grounding layers, train it on ``records``, save it to ``output_dir``.
+
+    Args:
+        model: A causal LM (from ``load_model(..., trainable=True)``).
+        tokenizer: Its tokenizer.
+        records: Grounding records (``llm.grounding_tasks``).
+        params: Training settings and the grounding spec.
+        output_dir: Where the grounded model directory is written.
+
+    Returns:
+        A ``ModelRef`` of kind ``model`` with the training metrics in ``meta``.
+    """
+    import torch
+    from peft import get_peft_model
+    from transformers import Trainer, TrainingArguments
+
+    from leap_kalm.llm.grounded import (
+        build_grounded,
+        collate_grounding,
+        save_grounded,
+        tokenize_record,
+    )
+
+    if not records:
+        raise ValueError("train_grounding: no records to train on")
+    spec = params.grounding_spec()
+    peft = lora_config(params, model)
+    if peft is not None:
+        model = get_peft_model(model, peft)
+    grounded = build_grounded(model, spec)
+    rows = [tokenize_record(tokenizer, r) for r in records]
+    if params.max_length:
+        too_long = [i for i, r in enumerate(rows) if len(r["input_ids"]) > params.max_length]
+        if too_long:
+            raise ValueError(
+                f"{len(too_long)} grounding records are longer than max_length={params.max_length} "
+                f"(the first: record {too_long[0]}, {len(rows[too_long[0]]['input_ids'])} tokens); "
+                "raise train.max_length or lower tasks.max_steps"
+            )
+    on_gpu = torch.cuda.is_available() and next(grounded.parameters()).is_cuda
+    args = TrainingArguments(
+        output_dir=output_dir,
+        max_steps=params.max_steps,
+        num_train_epochs=params.num_train_epochs,
+        learning_rate=params.learning_rate,
+        warmup_steps=params.warmup_steps,
+        per_device_train_batch_size=params.per_device_train_batch_size,
+        gradient_accumulation_steps=params.gradient_accumulation_steps,
+        activation_checkpointing=params.gradient_checkpointing,
+        logging_steps=params.logging_steps,
+        seed=params.seed,
+        use_cpu=not on_gpu,
+        bf16=use_bf16(params, on_gpu),
+        save_strategy="no",
+        report_to=[],
+        remove_unused_columns=False,
+        ddp_find_unused_parameters=False,
+    )
+    pad_id = tokenizer.pad_token_id
+    trainer = Trainer(
+        model=grounded,
+        args=args,
+        train_dataset=rows,
+        data_collator=lambda batch: collate_grounding(batch, pad_id, spec),
+    )
+    result = trainer.train()
+    if trainer.is_world_process_zero():
+        save_grounded(trainer.model, tokenizer, output_dir)
+    trainer.accelerator.wait_for_everyone()
+    metrics = {f"train/{k}": v for k, v in result.metrics.items()}
+    logger.info("grounding finished: %s", metrics)
+    return ModelRef(
+        path=os.path.abspath(output_dir),
+        kind="model",
+        meta={"params": asdict(params), "grounded": True, **metrics},
+    )

@@ -52,6 +52,7 @@ def test_a_lora_grounding_run_moves_the_new_layers_and_the_adapter_and_saves_one
             "max_steps": 3,
             "learning_rate": 5e-2,
             "per_device_train_batch_size": 4,
+            "bf16": True,  # autocast: the grounding layers' bf16 outputs meet fp32 embeddings
             "lora": {"r": 4, "alpha": 8},
             "spec": SPEC,
         }

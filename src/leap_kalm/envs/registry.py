@@ -33,7 +33,7 @@ TEXT_SURFACE = (
     "run_expert",
     "parse_task",
 )
-KALM_SURFACE = ("generate_offline_data",)
+KALM_SURFACE = ("ACTIONS", "generate_offline_data")
 SURFACES = {"text": TEXT_SURFACE, "kalm": KALM_SURFACE}
 
 

@@ -224,7 +224,7 @@ def _define() -> Any:
             action_pos = slot_kinds == ACTION_SLOT
             if state_pos.any():
                 encoded = self.state_encoder(states[state_pos].to(embeds.dtype))
-                embeds = embeds.masked_scatter(state_pos.unsqueeze(-1), encoded)
+                embeds = embeds.masked_scatter(state_pos.unsqueeze(-1), encoded.to(embeds.dtype))
             if action_pos.any():
                 chosen = actions[action_pos]
                 chosen = (
@@ -233,7 +233,7 @@ def _define() -> Any:
                     else chosen.to(embeds.dtype)
                 )
                 encoded = self.action_encoder(chosen)
-                embeds = embeds.masked_scatter(action_pos.unsqueeze(-1), encoded)
+                embeds = embeds.masked_scatter(action_pos.unsqueeze(-1), encoded.to(embeds.dtype))
             return embeds
 
         def forward(
@@ -277,7 +277,7 @@ def _define() -> Any:
                 logits_to_keep=keep if keep is not None else 1,
             )
             hidden = out.hidden_states[-1]
-            result: dict[str, Any] = {"hidden": hidden, "cache": out.past_key_values}
+            result: dict[str, Any] = {"hidden": hidden, "cache": out.cache}
             if predict is None and labels is None:
                 return result
             zero = hidden.sum() * 0.0  # keeps every branch in the graph

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from leap_kalm.envs.clevr.physics import N_ACTIONS
+
+ACTIONS = {"kind": "discrete", "dim": N_ACTIONS}  # ball a // 8 pushed in direction a % 8
+
 
 def generate_offline_data(settings: Any) -> dict[str, Any]:
     """KALM-format offline data from the scripted pusher with noise.

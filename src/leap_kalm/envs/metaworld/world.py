@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+ACTIONS = {"kind": "continuous", "dim": 4}  # end-effector dx, dy, dz and gripper, in [-1, 1]
+
 
 def generate_offline_data(settings: Any) -> dict[str, Any]:
     """KALM-format offline data from Meta-World's scripted policies with noise.

@@ -1,8 +1,33 @@
-"""`ground_llm` pipeline."""
+"""`ground_llm` pipeline: KALM's grounding records, then the grounded LLM, per KALM world."""
 
-from kedro.pipeline import Pipeline
+from kedro.pipeline import Pipeline, node, pipeline
+
+from leap_kalm.pipelines.ground_llm.nodes import build_grounding_records, train_grounded_llm
+from leap_kalm.pipelines.namespaces import KALM_WORLDS, for_world
+
+
+def create_world_grounding(world: str) -> Pipeline:
+    """One world's grounding: records from its offline data, then the grounded model."""
+    return pipeline(
+        [
+            node(
+                build_grounding_records,
+                ["kalm_offline", "params:ground_llm"],
+                ["grounding_records", "grounding_held_out"],
+                name="build_grounding_records_node",
+            ),
+            node(
+                for_world(train_grounded_llm, world),
+                ["grounding_records", "kalm_offline", "params:ground_llm", "params:model"],
+                "grounded_llm",
+                name="train_grounded_llm_node",
+                tags=["gpu"],
+            ),
+        ],
+        namespace=world,
+        parameters={"params:model"},
+    )
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    """No nodes yet: the stage is registered so compositions and kedro-viz see it."""
-    return Pipeline([])
+    return sum((create_world_grounding(w) for w in KALM_WORLDS), Pipeline([]))

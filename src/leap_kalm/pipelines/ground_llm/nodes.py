@@ -1,0 +1,119 @@
+"""`ground_llm` nodes: KALM's grounding records from the offline data, then the grounded LLM."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from leap_kalm.schemas import ConfigMixin, ModelRef
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class GroundLLMParams(ConfigMixin):
+    """One world's grounding settings (``<world>.ground_llm`` in ``parameters_ground_llm.yml``).
+
+    Attributes:
+        tasks: How records are drawn (``llm.grounding_tasks.GroundingTaskParams``).
+        state_loss_weight: Weight of the state loss (KALM: 0.5).
+        action_loss_weight: Weight of the action loss (KALM: 0.5).
+        train: Trainer settings (``training.grounding.GroundingParams`` without ``spec``),
+            plus ``num_processes`` for ``accelerate launch``.
+        seed: Training seed.
+    """
+
+    tasks: dict[str, Any] = field(default_factory=dict)
+    state_loss_weight: float = 0.5
+    action_loss_weight: float = 0.5
+    train: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+
+
+def grounding_spec(
+    kalm_offline: dict[str, Any], world: str, params: GroundLLMParams
+) -> dict[str, Any]:
+    """The grounding layers' shape: state size from the data, actions from the data's own
+    metadata (KALM's ``action_type``/``action_dim``) or else from the world's registry entry."""
+    from leap_kalm.envs.registry import get_world
+
+    actions = np.asarray(kalm_offline["actions"])
+    known = get_world(world, "kalm").ACTIONS
+    kind = str(kalm_offline.get("action_type") or known["kind"])
+    dim = (
+        actions.shape[-1]
+        if kind == "continuous"
+        else int(kalm_offline.get("action_dim") or known["dim"])
+    )
+    return {
+        "obs_dim": int(np.asarray(kalm_offline["observations"]).shape[-1]),
+        "action_kind": kind,
+        "action_dim": int(dim),
+        "state_loss_weight": params.state_loss_weight,
+        "action_loss_weight": params.action_loss_weight,
+    }
+
+
+def build_grounding_records(
+    kalm_offline: dict[str, Any], ground_params: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """KALM's four grounding tasks over the offline episodes, a share of episodes held out.
+
+    Returns:
+        ``(training records, held-out records)``, the held-out ones drawn from episodes
+        the training records never show.
+    """
+    from leap_kalm.llm.grounding_tasks import (
+        GroundingTaskParams,
+        episodes_of,
+        grounding_records,
+        split_episodes,
+    )
+
+    config = GroundLLMParams.from_dict(ground_params)
+    tasks = GroundingTaskParams.from_dict(config.tasks)
+    train, held_out = split_episodes(episodes_of(kalm_offline), tasks.held_out_fraction, tasks.seed)
+    records, held = grounding_records(train, tasks), grounding_records(held_out, tasks)
+    logger.info(
+        "grounding records: %d from %d episodes, %d held out from %d episodes",
+        len(records), len(train), len(held), len(held_out),
+    )  # fmt: skip
+    return records, held
+
+
+def train_grounded_llm(
+    grounding_records: list[dict[str, Any]],
+    kalm_offline: dict[str, Any],
+    ground_params: dict[str, Any],
+    model_params: dict[str, Any],
+    world: str,
+) -> ModelRef:
+    """Ground the ``model`` LLM in the world's states and actions (transformers ``Trainer``).
+
+    Returns:
+        The grounded model directory (moved into the catalog), with its spec and the
+        training metrics in ``meta``.
+    """
+    from leap_kalm.llm.student import model_load_kwargs
+    from leap_kalm.training.runner import train_student
+
+    config = GroundLLMParams.from_dict(ground_params)
+    spec = grounding_spec(kalm_offline, world, config)
+    return train_student(
+        "grounding",
+        grounding_records,
+        model_params,
+        {**config.train, "spec": spec},
+        config.seed,
+        {"trainable": True, **model_load_kwargs(model_params)},
+        meta={"world": world, "spec": spec, "tasks": asdict(_tasks(config))},
+    )
+
+
+def _tasks(config: GroundLLMParams) -> Any:
+    from leap_kalm.llm.grounding_tasks import GroundingTaskParams
+
+    return GroundingTaskParams.from_dict(config.tasks)

@@ -1,0 +1,76 @@
+"""`ground_llm` on CLEVR and Meta-World data: records with episodes held out, the spec from
+the data or the world, and the kalm composition's ingest -> grounding slice on the tiny model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kedro.io import DataCatalog
+from kedro.pipeline import Pipeline
+from kedro.runner import SequentialRunner
+
+from leap_kalm.llm.grounded import load_grounded
+from leap_kalm.pipeline_registry import register_pipelines
+from leap_kalm.pipelines.ground_llm.nodes import (
+    GroundLLMParams,
+    build_grounding_records,
+    grounding_spec,
+)
+from tests.llm.test_grounded import CONTINUOUS, DISCRETE, kalm_arrays
+from tests.pipelines.test_compositions import KeptDataset
+
+
+def test_records_hold_out_whole_episodes():
+    data = kalm_arrays(DISCRETE, n=20)
+    records, held = build_grounding_records(data, {"tasks": {"held_out_fraction": 0.25}})
+    train_eps, held_eps = {r["episode"] for r in records}, {r["episode"] for r in held}
+    assert len(held_eps) == 5 and len(train_eps) == 15 and not train_eps & held_eps
+    assert len(records) == 4 * 15 and {r["task"] for r in records} == {
+        "rollout", "dynamics", "consequence", "explanation"
+    }  # fmt: skip
+
+
+def test_the_spec_comes_from_the_data_and_else_from_the_world():
+    params = GroundLLMParams(state_loss_weight=0.3)
+    clevr = grounding_spec(kalm_arrays(DISCRETE), "clevr", params)
+    assert clevr == {
+        "obs_dim": 10, "action_kind": "discrete", "action_dim": 40,
+        "state_loss_weight": 0.3, "action_loss_weight": 0.5,
+    }  # fmt: skip
+    kalm_metadata = {**kalm_arrays(DISCRETE), "action_type": "discrete", "action_dim": 12}
+    assert grounding_spec(kalm_metadata, "clevr", params)["action_dim"] == 12
+    metaworld = grounding_spec(kalm_arrays(CONTINUOUS), "metaworld", params)
+    assert (metaworld["obs_dim"], metaworld["action_kind"], metaworld["action_dim"]) == (
+        6,
+        "continuous",
+        4,
+    )
+    with pytest.raises(ValueError, match="world 'alfworld' is a text world, not a kalm world"):
+        grounding_spec(kalm_arrays(DISCRETE), "alfworld", params)
+
+
+def test_kalm_clevr_ingest_then_grounding_slice(tiny_model_dir):
+    pipelines = register_pipelines()
+    nodes = set(pipelines["ingest"].nodes) | set(pipelines["ground_llm"].nodes)
+    pipe = Pipeline(
+        [n for n in pipelines["kalm"].only_nodes_with_namespaces(["clevr"]).nodes if n in nodes]
+    )
+    assert pipe.inputs() == {"params:clevr.ingest", "params:clevr.ground_llm", "params:model"}
+    inputs = {
+        "params:clevr.ingest": {"n_episodes": 10, "horizon": 6, "n_instructions": 2, "seed": 1},
+        "params:clevr.ground_llm": {
+            "tasks": {"held_out_fraction": 0.2},
+            "train": {"max_steps": 2, "per_device_train_batch_size": 4, "lora": {"r": 0}},
+        },
+        "params:model": {"name": tiny_model_dir},
+    }
+    datasets = {k: KeptDataset(v, copy_mode="assign") for k, v in inputs.items()}
+    datasets |= {name: KeptDataset(copy_mode="assign") for name in pipe.all_outputs()}
+    catalog = DataCatalog(datasets=datasets)
+    SequentialRunner().run(pipe, catalog)
+    held = catalog.load("clevr.grounding_held_out")
+    assert {r["episode"] for r in held} and len(catalog.load("clevr.grounding_records")) == 32
+    ref = catalog.load("clevr.grounded_llm")
+    assert ref.meta["spec"]["action_dim"] == 40 and ref.meta["world"] == "clevr"
+    model, _ = load_grounded(ref.path)
+    assert model.spec == DISCRETE and np.isfinite(ref.meta["train/train_loss"])

@@ -245,6 +245,7 @@ def _define() -> Any:
             attention_mask: Any = None,
             predict: Any = None,
             labels: Any = None,
+            position_ids: Any = None,
             cache: Any = None,
             use_cache: bool = False,
         ) -> dict[str, Any]:
@@ -259,6 +260,7 @@ def _define() -> Any:
                 predict: (B, L) bool, True at slots whose value is a training target
                     (predicted from the hidden state one position earlier).
                 labels: (B, L) token targets (-100 where no token loss).
+                position_ids: (B, L) positions (left-padded batches; default 0..L-1).
                 cache, use_cache: incremental decoding (imagination): the LM's cache.
 
             Returns:
@@ -271,6 +273,7 @@ def _define() -> Any:
             out = self.lm(
                 inputs_embeds=embeds,
                 attention_mask=attention_mask,
+                position_ids=position_ids,
                 cache=cache,
                 use_cache=use_cache,
                 output_hidden_states=True,

@@ -1,0 +1,161 @@
+"""`imagine` nodes: the grounded LLM writes rollouts for novel goals, one KALM dataset per level."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from leap_kalm.envs.registry import get_world
+from leap_kalm.schemas import ConfigMixin, ModelRef
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ImagineParams(ConfigMixin):
+    """One world's imagination settings (``<world>.imagine`` in ``parameters_imagine.yml``).
+
+    Attributes:
+        n_per_level: Novel goals (each with its start state) imagined per level.
+        max_steps: Most actions per imagined rollout (``null``: the env's own cap per level).
+        batch_size: Rollouts generated together.
+        temperature: 0 takes the most likely discrete action; above 0 samples it.
+        n_instructions: Wordings recorded per goal (the first is the prompt's).
+        seed: Seed of the goals and start states (episode ``i`` uses ``seed + i``) and of
+            sampling; keep it apart from the ingest seed so the goals are new.
+    """
+
+    n_per_level: int = 100
+    max_steps: int | None = None
+    batch_size: int = 32
+    temperature: float = 0.0
+    n_instructions: int = 1
+    seed: int = 10_000
+
+
+def imagination_world(world: str) -> Any:
+    """The world's module, checked to support imagination.
+
+    Raises:
+        ValueError: Naming the world and what it lacks.
+    """
+    module = get_world(world, "kalm")
+    missing = [
+        a
+        for a in ("IMAGINATION_LEVELS", "novel_goals", "judge_transition", "replay")
+        if not hasattr(module, a)
+    ]
+    if missing:
+        raise ValueError(f"world {world!r} does not support imagination yet: it lacks {missing}")
+    return module
+
+
+def imagine_level(
+    grounded_llm: ModelRef,
+    imagine_params: dict[str, Any],
+    model_params: dict[str, Any],
+    world: str,
+    level: str,
+) -> dict[str, Any]:
+    """Imagine rollouts for ``level``'s novel goals and label them with the world's own
+    goal check and reward on the generated states.
+
+    Returns:
+        A KALM-format dataset (it passes ``validate_kalm_dataset``) plus ``level``,
+        ``goal_consistent`` (per rollout: the generated states reach the goal) and
+        ``replay_success`` (per rollout: the same actions succeed in the real env).
+    """
+    from leap_kalm.envs.kalm_format import validate_kalm_dataset
+    from leap_kalm.llm.grounded import load_grounded
+    from leap_kalm.llm.imagination import imagine
+    from leap_kalm.llm.student import model_load_kwargs
+
+    config = ImagineParams.from_dict(imagine_params)
+    module = imagination_world(world)
+    tasks = module.novel_goals(level, config.n_per_level, config.seed, config.n_instructions)
+    max_steps = config.max_steps or module.IMAGINATION_MAX_STEPS[level]
+    model, tokenizer = load_grounded(grounded_llm.path, **model_load_kwargs(model_params))
+    goals = tasks["goals"]
+
+    def judge(i: int, state: np.ndarray, next_state: np.ndarray) -> bool:
+        return module.judge_transition(level, state, next_state, goals[i])[2]
+
+    rollouts = imagine(
+        model, tokenizer, [w[0] for w in tasks["instructions"]], tasks["starts"], judge,
+        max_steps, config.batch_size, config.temperature, config.seed,
+    )  # fmt: skip
+    data = kalm_arrays(rollouts, tasks, level, module, max_steps)
+    data["replay_success"] = np.array(
+        [
+            module.replay(level, s, g, r.actions)
+            for s, g, r in zip(tasks["starts"], goals, rollouts, strict=True)
+        ]
+    )
+    validate_kalm_dataset(data, source=f"imagined {world} {level} data")
+    logger.info(
+        "%s %s: %d imagined rollouts, %.0f%% reach their goal on the generated states, "
+        "%.0f%% when replayed in the real env",
+        world, level, len(rollouts), 100 * data["goal_consistent"].mean(), 100 * data["replay_success"].mean(),
+    )  # fmt: skip
+    return data
+
+
+def kalm_arrays(
+    rollouts: list[Any], tasks: dict[str, Any], level: str, module: Any, horizon: int
+) -> dict[str, Any]:
+    """Imagined rollouts in KALM's offline layout, rewards and terminals from the world."""
+    n, obs_dim = len(rollouts), tasks["starts"].shape[1]
+    first = next((r.actions for r in rollouts if len(r.actions)), np.zeros(0, dtype=np.int64))
+    action_shape = first.shape[1:]
+    data = {
+        "observations": np.zeros((n, horizon, obs_dim), dtype=np.float32),
+        "next_observations": np.zeros((n, horizon, obs_dim), dtype=np.float32),
+        "actions": np.zeros(
+            (n, horizon, *action_shape), dtype=np.int32 if not action_shape else np.float32
+        ),
+        "rewards": np.zeros((n, horizon, 1), dtype=np.float32),
+        "terminals": np.zeros((n, horizon, 1), dtype=bool),
+        "masks": np.zeros((n, horizon), dtype=np.int32),
+        "goals": np.repeat(tasks["goals"][:, None, :], horizon, axis=1).astype(np.float32),
+    }
+    consistent = np.zeros(n, dtype=bool)
+    for i, rollout in enumerate(rollouts):
+        steps = len(rollout.actions)
+        data["observations"][i, :steps] = rollout.states[:-1]
+        data["next_observations"][i, :steps] = rollout.states[1:]
+        data["actions"][i, :steps] = rollout.actions
+        data["masks"][i, :steps] = 1
+        for t in range(steps):
+            reward, success, _ = module.judge_transition(
+                level, rollout.states[t], rollout.states[t + 1], tasks["goals"][i]
+            )
+            data["rewards"][i, t, 0] = reward
+            data["terminals"][i, t, 0] = success
+            consistent[i] |= success
+    width = max(len(w) for ws in tasks["instructions"] for w in ws)
+    data["instructions"] = np.array(tasks["instructions"], dtype=f"<U{max(width, 1)}")
+    data.update(level=level, imagined=True, goal_consistent=consistent)
+    return data
+
+
+def summarize_imagination(**imagined: dict[str, Any]) -> dict[str, Any]:
+    """Per level: rollouts, mean length, and the shares that reach their goal on the
+    generated states and when replayed in the real env (KALM's imagination quality)."""
+    from leap_kalm.stats import wilson_interval
+
+    summary = {}
+    for data in imagined.values():
+        n = len(data["masks"])
+        consistent, replayed = int(data["goal_consistent"].sum()), int(data["replay_success"].sum())
+        summary[str(data["level"])] = {
+            "n": n,
+            "mean_steps": float(np.asarray(data["masks"]).sum(axis=1).mean()),
+            "goal_consistent": consistent / n,
+            "goal_consistent_ci95": list(wilson_interval(consistent, n)),
+            "replay_success": replayed / n,
+            "replay_success_ci95": list(wilson_interval(replayed, n)),
+        }
+    return summary

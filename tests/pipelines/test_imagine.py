@@ -1,0 +1,97 @@
+"""`imagine` on CLEVR with a tiny grounded model: KALM-layout datasets per level that pass the
+contract, labels from the world's own goal check, the quality summary, unsupported worlds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from leap_kalm.envs.clevr import world as clevr
+from leap_kalm.envs.kalm_format import validate_kalm_dataset
+from leap_kalm.llm.grounded import build_grounded, save_grounded
+from leap_kalm.llm.imagination import Imagined
+from leap_kalm.llm.models import load_model
+from leap_kalm.pipelines.imagine.nodes import (
+    imagination_world,
+    imagine_level,
+    kalm_arrays,
+    summarize_imagination,
+)
+from leap_kalm.pipelines.imagine.pipeline import imagination_levels
+from leap_kalm.schemas import ModelRef
+from tests.llm.test_grounded import DISCRETE
+
+
+@pytest.fixture(scope="module")
+def grounded_ref(tiny_model_dir, tmp_path_factory):
+    lm, tokenizer = load_model(tiny_model_dir)
+    path = tmp_path_factory.mktemp("grounded") / "model"
+    save_grounded(build_grounded(lm, DISCRETE), tokenizer, path)
+    return ModelRef(path=str(path), kind="model")
+
+
+@pytest.mark.parametrize("level", ["rephrase", "easy", "hard"])
+def test_each_level_is_a_kalm_dataset_labelled_by_the_world(grounded_ref, level):
+    params = {"n_per_level": 5, "max_steps": 4, "batch_size": 3, "n_instructions": 2, "seed": 7}
+    data = imagine_level(grounded_ref, params, {"name": "tiny-test"}, "clevr", level)
+    summary = validate_kalm_dataset(data, source="test")
+    horizon = 1 if level == "easy" else 4
+    assert data["observations"].shape == (5, 4, 10) and data["instructions"].shape == (5, 2)
+    assert summary["action_type"] == "discrete" and data["level"] == level
+    tasks = clevr.novel_goals(level, 5, 7, 2)
+    np.testing.assert_allclose(data["observations"][:, 0], tasks["starts"])
+    np.testing.assert_allclose(data["goals"][:, 0], tasks["goals"])
+    lengths = data["masks"].sum(axis=1)
+    assert (lengths >= 1).all() and (lengths <= horizon).all()
+    for i, n in enumerate(lengths):
+        reward, success, _ = clevr.judge_transition(
+            level,
+            data["observations"][i, n - 1],
+            data["next_observations"][i, n - 1],
+            tasks["goals"][i],
+        )
+        assert data["rewards"][i, n - 1, 0] == pytest.approx(reward)
+        assert data["terminals"][i, n - 1, 0] == success == data["goal_consistent"][i]
+        assert data["replay_success"][i] == clevr.replay(
+            level, tasks["starts"][i], tasks["goals"][i], data["actions"][i, :n]
+        )
+
+
+def test_arrays_mark_the_terminal_on_the_step_that_reaches_the_goal():
+    class World:
+        @staticmethod
+        def judge_transition(level, state, next_state, goal):
+            return float(next_state[0]), bool(next_state[0] >= 2), bool(next_state[0] >= 2)
+
+    rollouts = [
+        Imagined(states=np.array([[0.0], [1.0], [2.0]]), actions=np.array([3, 4]), ended=True),
+        Imagined(states=np.array([[0.0], [1.0]]), actions=np.array([5]), ended=False),
+    ]
+    tasks = {"starts": np.zeros((2, 1)), "goals": np.ones((2, 6)), "instructions": [["a"], ["bb"]]}
+    data = kalm_arrays(rollouts, tasks, "real", World, horizon=3)
+    assert data["masks"].tolist() == [[1, 1, 0], [1, 0, 0]]
+    assert data["terminals"][..., 0].tolist() == [[False, True, False], [False, False, False]]
+    assert data["rewards"][0, :, 0].tolist() == [1.0, 2.0, 0.0]
+    assert data["actions"].dtype == np.int32 and data["goal_consistent"].tolist() == [True, False]
+    validate_kalm_dataset(data, source="test")
+
+
+def test_the_summary_gives_each_level_its_shares_with_intervals():
+    def level(name, consistent, replayed):
+        return {
+            "level": name, "masks": np.ones((4, 2)),
+            "goal_consistent": np.array(consistent), "replay_success": np.array(replayed),
+        }  # fmt: skip
+
+    summary = summarize_imagination(
+        easy=level("easy", [1, 1, 0, 0], [1, 0, 0, 0]), hard=level("hard", [0] * 4, [0] * 4)
+    )
+    assert summary["easy"]["goal_consistent"] == 0.5 and summary["easy"]["replay_success"] == 0.25
+    assert summary["hard"]["goal_consistent_ci95"][0] == 0.0 and summary["easy"]["mean_steps"] == 2
+
+
+def test_worlds_without_imagination_are_named():
+    assert imagination_levels("clevr") == ("rephrase", "easy", "hard")
+    assert imagination_levels("metaworld") == ()
+    with pytest.raises(ValueError, match=r"world 'metaworld' does not support imagination yet"):
+        imagination_world("metaworld")

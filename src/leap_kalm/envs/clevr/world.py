@@ -35,6 +35,16 @@ IMAGINATION_LEVELS = ("rephrase", "easy", "hard")  # KALM's novel-goal levels
 IMAGINATION_MAX_STEPS = {"rephrase": 50, "easy": 1, "hard": 50}  # as the env truncates them
 
 
+EVALUATION_LEVELS = ("real", "rephrase", "easy", "hard")
+
+
+def make_env(level: str) -> Any:
+    """A CLEVR-Robot env with goals at ``level`` (evaluation of policies)."""
+    from leap_kalm.envs.clevr.env import ClevrRobotEnv
+
+    return ClevrRobotEnv(level=level)
+
+
 def novel_goals(level: str, n: int, seed: int, n_instructions: int = 1) -> dict[str, Any]:
     """``n`` start states, goals and wordings at ``level`` from the env's own generator.
 

@@ -1,14 +1,19 @@
 """`evaluate` pipeline: held-out rollouts of the student, per-iteration and cumulative reports."""
 
-from kedro.pipeline import Pipeline, node
+import functools
 
+from kedro.pipeline import Pipeline, node, pipeline
+
+from leap_kalm.envs.registry import get_world
+from leap_kalm.pipelines.evaluate.kalm_nodes import evaluate_kalm_policies
 from leap_kalm.pipelines.evaluate.nodes import (
     evaluate_student,
     report_leap_progress,
     select_student,
     summarize_evaluation,
 )
-from leap_kalm.pipelines.namespaces import per_leap_world
+from leap_kalm.pipelines.imagine.pipeline import imagination_levels
+from leap_kalm.pipelines.namespaces import KALM_WORLDS, per_leap_world
 
 
 def create_leap_evaluation() -> Pipeline:
@@ -44,5 +49,28 @@ def create_leap_evaluation() -> Pipeline:
     )
 
 
+def create_kalm_evaluation(world: str) -> Pipeline:
+    """A KALM world's policies (real data; real + imagined where it imagines) in its real env."""
+    if not hasattr(get_world(world, "kalm"), "EVALUATION_LEVELS"):
+        return Pipeline([])
+    policies = {"real": "policy_real"}
+    if imagination_levels(world):
+        policies["kalm"] = "policy_kalm"
+    evaluate = functools.update_wrapper(
+        functools.partial(evaluate_kalm_policies, world=world), evaluate_kalm_policies
+    )
+    return pipeline(
+        [
+            node(
+                evaluate,
+                {"kalm_params": "params:kalm_evaluation", **policies},
+                "kalm_eval_summary",
+                name="evaluate_policies_node",
+            )
+        ],
+        namespace=world,
+    )
+
+
 def create_pipeline(**kwargs) -> Pipeline:
-    return create_leap_evaluation()
+    return sum((create_kalm_evaluation(w) for w in KALM_WORLDS), create_leap_evaluation())

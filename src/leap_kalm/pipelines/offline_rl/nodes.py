@@ -1,0 +1,50 @@
+"""`offline_rl` nodes: d3rlpy policies on real data, and on real + imagined data (KALM)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from leap_kalm.envs.registry import get_world
+from leap_kalm.training.offline_rl import OfflineRLParams
+
+logger = logging.getLogger(__name__)
+
+
+def _action_size(world: str) -> int | None:
+    actions = get_world(world, "kalm").ACTIONS
+    return int(actions["dim"]) if actions["kind"] == "discrete" else None
+
+
+def train_policy(
+    kalm_offline: dict[str, Any],
+    offline_rl_params: dict[str, Any],
+    world: str,
+    **imagined: dict[str, Any],
+) -> Any:
+    """Fit the configured d3rlpy algorithm on the real data, mixed with the imagined levels
+    given as keyword arguments (none: real data only).
+
+    Returns:
+        The fitted d3rlpy algorithm (saved as ``.d3`` by the catalog).
+    """
+    from leap_kalm.llm.encoder import InstructionEncoder
+    from leap_kalm.training.offline_rl import to_mdp_dataset, train_offline_rl
+
+    config = OfflineRLParams.from_dict(offline_rl_params)
+    action_size = _action_size(world)
+    encoder = InstructionEncoder()
+    real = to_mdp_dataset(kalm_offline, encoder.encode, action_size)
+    mixed = None
+    if imagined:
+        parts = [to_mdp_dataset(data, encoder.encode, action_size) for data in imagined.values()]
+        mixed = parts[0]
+        for part in parts[1:]:
+            mixed.episodes.extend(part.episodes)
+    logger.info(
+        "%s: %s on %d real%s episodes, %d steps",
+        world, config.algo, len(real.episodes),
+        f" + {len(mixed.episodes)} imagined ({config.imagined_ratio:.0%} of each batch)" if mixed else "",
+        config.n_steps,
+    )  # fmt: skip
+    return train_offline_rl(real, mixed, config, discrete=action_size is not None)

@@ -1,0 +1,193 @@
+"""Offline RL over upstream d3rlpy 2.7: KALM's datasets in, a d3rlpy learnable out.
+
+The policy observes the state followed by the instruction's sentence embedding
+(``llm.encoder.InstructionEncoder``, 384 numbers). Episodes end with a terminal on the
+step that reaches the goal, or with a timeout at their last valid step when they never
+do. ``algo`` names a d3rlpy algorithm (``DiscreteCQL`` -> ``d3rlpy.algos.DiscreteCQLConfig``)
+and ``config`` holds that config class's fields, so d3rlpy validates them. With imagined
+data, each batch mixes real and imagined transitions (``imagined_ratio`` of the batch,
+d3rlpy's ``MixedReplayBuffer``; KALM mixed 1:1).
+
+``gamma`` is a parameter: KALM's vendored d3rlpy 2.0.2 discounted wrongly (gamma was
+effectively 1); upstream fixed it, so results here discount as configured.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from leap_kalm.progress import progress_enabled
+from leap_kalm.schemas import ConfigMixin
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class OfflineRLParams(ConfigMixin):
+    """One offline RL run (``<world>.offline_rl.train``).
+
+    Attributes:
+        algo: d3rlpy algorithm name (``DiscreteBC``, ``DiscreteCQL``, ``BC``, ``CQL``,
+            ``IQL``, ``TD3PlusBC``, ``AWAC`` ...).
+        config: Fields of d3rlpy's ``<algo>Config`` (``batch_size``, ``gamma``,
+            learning rates, ...).
+        n_steps: Gradient steps (KALM: 500k on GPUs).
+        n_steps_per_epoch: Steps between d3rlpy's epoch logs.
+        imagined_ratio: Share of each batch drawn from imagined data when there is some
+            (KALM: 0.5); 0 trains on real data only.
+        seed: Seed of d3rlpy (sampling and initialisation).
+    """
+
+    algo: str = "DiscreteCQL"
+    config: dict[str, Any] = field(default_factory=dict)
+    n_steps: int = 10_000
+    n_steps_per_epoch: int = 1_000
+    imagined_ratio: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.imagined_ratio < 1.0:
+            raise ValueError(
+                f"offline_rl imagined_ratio must be in [0, 1), got {self.imagined_ratio}"
+            )
+        if self.n_steps <= 0 or self.n_steps_per_epoch <= 0:
+            raise ValueError("offline_rl n_steps and n_steps_per_epoch must be positive")
+
+
+def algo_config(name: str, config: Mapping[str, Any], discrete: bool) -> Any:
+    """d3rlpy's ``<name>Config(**config)``, checked against the action kind.
+
+    Raises:
+        ValueError: Naming an unknown algorithm (and d3rlpy's), one for the wrong action
+            kind, or a config field d3rlpy's class does not have.
+    """
+    import d3rlpy
+
+    known = sorted(n.removesuffix("Config") for n in dir(d3rlpy.algos) if n.endswith("Config"))
+    config_class = getattr(d3rlpy.algos, f"{name}Config", None)
+    if config_class is None or name not in known:
+        raise ValueError(
+            f"offline_rl algo {name!r} is not a d3rlpy algorithm; d3rlpy has {', '.join(known)}"
+        )
+    if name.startswith("Discrete") != discrete:
+        kind = "discrete" if discrete else "continuous"
+        raise ValueError(
+            f"offline_rl algo {name!r} does not fit this world's {kind} actions "
+            f"({'use a Discrete* algorithm' if discrete else 'use a continuous-action algorithm'})"
+        )
+    try:
+        return config_class(**dict(config))
+    except TypeError as exc:
+        raise ValueError(f"offline_rl config for {name}: {exc}") from exc
+
+
+def policy_observations(states: np.ndarray, embeddings: np.ndarray) -> np.ndarray:
+    """What the policy sees: each state followed by its instruction's embedding."""
+    return np.concatenate(
+        [np.asarray(states, dtype=np.float32), np.asarray(embeddings, dtype=np.float32)], axis=-1
+    )
+
+
+def to_mdp_dataset(
+    data: Mapping[str, Any], encode: Callable[[list[str]], np.ndarray], action_size: int | None
+) -> Any:
+    """A KALM-format dataset as a d3rlpy ``MDPDataset`` of the policy's observations.
+
+    Each episode's first wording is its instruction. ``action_size`` is the number of
+    discrete actions (``None``: continuous actions).
+    """
+    from d3rlpy import ActionSpace
+    from d3rlpy.dataset import MDPDataset
+
+    masks = np.asarray(data["masks"]).reshape(len(data["masks"]), -1).astype(bool)
+    lengths = masks.sum(axis=1)
+    keep = lengths > 0
+    instructions = [
+        str(np.asarray(row).reshape(-1)[0]) for row in np.asarray(data["instructions"])[keep]
+    ]
+    embeddings = encode(instructions)
+    observations, actions, rewards, terminals, timeouts = [], [], [], [], []
+    for e, i in enumerate(np.flatnonzero(keep)):
+        n = int(lengths[i])
+        observations.append(
+            policy_observations(data["observations"][i, :n], np.repeat(embeddings[e][None], n, 0))
+        )
+        actions.append(np.asarray(data["actions"][i, :n]))
+        rewards.append(np.asarray(data["rewards"][i, :n], dtype=np.float32).reshape(n, 1))
+        done = np.asarray(data["terminals"][i, :n]).reshape(n).astype(bool)
+        end = np.zeros(n, dtype=bool)
+        end[-1] = not done[-1]
+        terminals.append(done.astype(np.float32))
+        timeouts.append(end.astype(np.float32))
+    discrete = action_size is not None
+    return MDPDataset(
+        observations=np.concatenate(observations),
+        actions=np.concatenate(actions).astype(np.int64 if discrete else np.float32),
+        rewards=np.concatenate(rewards),
+        terminals=np.concatenate(terminals),
+        timeouts=np.concatenate(timeouts),
+        action_space=ActionSpace.DISCRETE if discrete else ActionSpace.CONTINUOUS,
+        action_size=action_size,
+    )
+
+
+def train_offline_rl(
+    real: Any, imagined: Any | None, params: OfflineRLParams, discrete: bool, device: str = "cpu:0"
+) -> Any:
+    """Fit ``params.algo`` on a real ``MDPDataset`` (mixed with an imagined one when given
+    and ``imagined_ratio > 0``); returns the fitted d3rlpy algorithm. No log folders."""
+    import d3rlpy
+    from d3rlpy.dataset import InfiniteBuffer, MixedReplayBuffer, ReplayBuffer
+    from d3rlpy.logging import NoopAdapterFactory
+
+    d3rlpy.seed(params.seed)
+    algo = algo_config(params.algo, params.config, discrete).create(device=device)
+    algo.build_with_dataset(real)  # shapes from the real data (a mixed buffer cannot say)
+    dataset: Any = real
+    if imagined is not None and params.imagined_ratio > 0:
+        primary = ReplayBuffer(InfiniteBuffer(), episodes=real.episodes)
+        secondary = ReplayBuffer(InfiniteBuffer(), episodes=imagined.episodes)
+        dataset = MixedReplayBuffer(primary, secondary, secondary_mix_ratio=params.imagined_ratio)
+    algo.fit(
+        dataset,
+        n_steps=params.n_steps,
+        n_steps_per_epoch=min(params.n_steps_per_epoch, params.n_steps),
+        logger_adapter=NoopAdapterFactory(),
+        show_progress=progress_enabled(),
+        save_interval=10**9,
+    )
+    return algo
+
+
+def evaluate_policy(
+    algo: Any,
+    make_env: Callable[[], Any],
+    n: int,
+    seed: int,
+    encode: Callable[[list[str]], np.ndarray],
+) -> list[bool]:
+    """Play ``n`` episodes (episode ``i`` from ``reset(seed=seed + i)``, its first wording as
+    the instruction) with the policy, batched over episodes; whether each succeeded."""
+    envs = [make_env() for _ in range(n)]
+    resets = [env.reset(seed=seed + i) for i, env in enumerate(envs)]
+    states = [obs for obs, _ in resets]
+    embeddings = encode([info["instructions"][0] for _, info in resets])
+    success = [False] * n
+    live = list(range(n))
+    while live:
+        observations = policy_observations(np.stack([states[i] for i in live]), embeddings[live])
+        actions = algo.predict(observations)
+        still = []
+        for i, action in zip(live, actions, strict=True):
+            states[i], _, terminated, truncated, info = envs[i].step(action)
+            if terminated or truncated:
+                success[i] = bool(info["success"])
+            else:
+                still.append(i)
+        live = still
+    return success

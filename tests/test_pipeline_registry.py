@@ -108,7 +108,8 @@ def test_catalog_factories_resolve_to_our_datasets():
     assert "/iter2/" in str(catalog["alfworld.iter2.student"]._describe()["filepath"])
     assert type(catalog["clevr.kalm_offline"]).__name__ == "NpyDataset"
     assert type(catalog["clevr.kalm_offline_hdf5"]).__name__ == "HDF5Dataset"
-    assert type(catalog["metaworld.policy"]).__name__ == "D3Dataset"
+    assert type(catalog["metaworld.policy_real"]).__name__ == "D3Dataset"
+    assert type(catalog["clevr.imagined_hard"]).__name__ == "NpyDataset"
     described = catalog["alfworld.rollouts"]._describe()
     assert "/07_model_output/alfworld/iter" in str(described["filepath"])
     assert described["mode"] == "resume"

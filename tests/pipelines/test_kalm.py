@@ -46,5 +46,5 @@ def test_kalm_clevr_end_to_end(tiny_model_dir):
     assert summary[["policy", "level"]].values.tolist() == [
         ["real", "real"], ["real", "easy"], ["kalm", "real"], ["kalm", "easy"]
     ]  # fmt: skip
-    assert (summary["n"] == 2).all() and np.all((summary["ci_low"] <= summary["success_rate"]))
+    assert (summary["n"] == 2).all() and np.all(summary["ci_low"] <= summary["success_rate"])
     assert catalog.load("clevr.policy_kalm").impl is not None

@@ -225,3 +225,23 @@ def test_a_bad_spec_is_named():
         ValueError, match=r"action_kind must be one of \('discrete', 'continuous'\)"
     ):
         GroundingSpec(obs_dim=10, action_kind="categorical", action_dim=40)
+
+
+def test_predicted_targets_are_what_the_state_loss_scores(tiny):
+    import torch
+
+    from leap_kalm.llm.grounded import predict_targets
+    from leap_kalm.llm.grounding_tasks import dynamics_record
+
+    lm, tokenizer = tiny
+    torch.manual_seed(2)
+    model = build_grounded(lm, DISCRETE).eval()
+    episodes = episodes_of(kalm_arrays(DISCRETE))
+    records = [dynamics_record(e, t) for e in episodes[:3] for t in range(len(e.actions))]
+    predicted = predict_targets(model, tokenizer, records, batch_size=4)
+    truth = np.array([r["states"][1] for r in records])
+    assert predicted.shape == truth.shape == (len(records), 10)
+    rows = [tokenize_record(tokenizer, r) for r in records]
+    with torch.no_grad():
+        loss = model(**collate_grounding(rows, tokenizer.pad_token_id, DISCRETE))["state_loss"]
+    assert np.mean((predicted - truth) ** 2) == pytest.approx(loss.item(), rel=1e-4)

@@ -74,3 +74,24 @@ def test_kalm_clevr_ingest_then_grounding_slice(tiny_model_dir):
     assert ref.meta["spec"]["action_dim"] == 40 and ref.meta["world"] == "clevr"
     model, _ = load_grounded(ref.path)
     assert model.spec == DISCRETE and np.isfinite(ref.meta["train/train_loss"])
+
+
+def test_grounding_is_scored_on_every_held_out_transition(tiny_model_dir, tmp_path):
+    from leap_kalm.llm.grounded import build_grounded, save_grounded
+    from leap_kalm.llm.models import load_model
+    from leap_kalm.pipelines.ground_llm.nodes import evaluate_grounding
+    from leap_kalm.schemas import ModelRef
+
+    lm, tokenizer = load_model(tiny_model_dir)
+    save_grounded(build_grounded(lm, DISCRETE), tokenizer, tmp_path / "g")
+    data = kalm_arrays(DISCRETE, n=10)
+    params = {"tasks": {"held_out_fraction": 0.2}}
+    _, held = build_grounding_records(data, params)
+    report = evaluate_grounding(
+        ModelRef(path=str(tmp_path / "g"), kind="model"), data, held, params, {"name": "tiny-test"}
+    )
+    held_eps = {r["episode"] for r in held}
+    lengths = data["masks"].sum(axis=1)
+    assert report["held_out_transitions"] == sum(lengths[i] for i in held_eps)
+    assert report["train_transitions"] == lengths.sum() - report["held_out_transitions"]
+    assert min(report["grounded_mse"], report["mlp_mse"], report["no_change_mse"]) > 0

@@ -384,3 +384,31 @@ def load_grounded(
         module.load_state_dict(layers[name])
     model.eval()
     return model, tokenizer
+
+
+def predict_targets(
+    model: Any, tokenizer: Any, records: list[dict[str, Any]], batch_size: int = 64
+) -> Any:
+    """The state each record's first target state slot is predicted to hold, (n, obs_dim)
+    (e.g. the next state of dynamics records), batched, without gradients."""
+    import numpy as np
+    import torch
+
+    out = []
+    device = next(model.parameters()).device
+    for lo in range(0, len(records), batch_size):
+        rows = [tokenize_record(tokenizer, r) for r in records[lo : lo + batch_size]]
+        batch = collate_grounding(rows, tokenizer.pad_token_id, model.spec)
+        batch = {k: v.to(device) for k, v in batch.items()}
+        with torch.no_grad():
+            hidden = model(**{k: v for k, v in batch.items() if k not in ("predict", "labels")})[
+                "hidden"
+            ]
+        target = batch["predict"] & (batch["slot_kinds"] == STATE_SLOT)
+        first = target.float().argmax(dim=1)  # each row's first target slot
+        if not target.any(dim=1).all():
+            raise ValueError("predict_targets: a record has no target state slot")
+        before = hidden[torch.arange(len(rows), device=device), first - 1]
+        with torch.no_grad():
+            out.append(model.state_head(before).float().cpu().numpy())
+    return np.concatenate(out) if out else np.zeros((0, model.spec.obs_dim), dtype=np.float32)

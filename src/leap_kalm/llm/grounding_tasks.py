@@ -129,6 +129,14 @@ def _record(
     }
 
 
+def dynamics_record(episode: Episode, t: int) -> dict[str, Any]:
+    """The dynamics task at step ``t``: state and action in, next state the target."""
+    return _record(
+        "dynamics", episode, f"State: {STATE} Action: {ACTION} Next state: {STATE}",
+        episode.states[t : t + 2], episode.actions[t : t + 1], [False, True], [False],
+    )  # fmt: skip
+
+
 def task_record(
     task: str, episode: Episode, rng: np.random.Generator, max_steps: int | None = None
 ) -> dict[str, Any]:
@@ -136,16 +144,7 @@ def task_record(
     instruction = episode.instructions[int(rng.integers(len(episode.instructions)))]
     n = len(episode.actions)
     if task == "dynamics":
-        t = int(rng.integers(n))
-        return _record(
-            task,
-            episode,
-            f"State: {STATE} Action: {ACTION} Next state: {STATE}",
-            episode.states[t : t + 2],
-            episode.actions[t : t + 1],
-            [False, True],
-            [False],
-        )
+        return dynamics_record(episode, int(rng.integers(n)))
     if task == "consequence":
         return _record(
             task,

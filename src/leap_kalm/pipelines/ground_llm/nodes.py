@@ -117,3 +117,70 @@ def _tasks(config: GroundLLMParams) -> Any:
     from leap_kalm.llm.grounding_tasks import GroundingTaskParams
 
     return GroundingTaskParams.from_dict(config.tasks)
+
+
+def evaluate_grounding(
+    grounded_llm: ModelRef,
+    kalm_offline: dict[str, Any],
+    grounding_held_out: list[dict[str, Any]],
+    ground_params: dict[str, Any],
+    model_params: dict[str, Any],
+) -> dict[str, Any]:
+    """Dynamics-prediction error on every transition of the held-out episodes: the grounded
+    LLM beside an MLP regressor (scikit-learn) fitted on the training episodes'
+    transitions, and beside predicting no change.
+
+    Returns:
+        Mean squared errors per state number (``grounded_mse``, ``mlp_mse``,
+        ``no_change_mse``) and the transition counts.
+    """
+    from sklearn.neural_network import MLPRegressor
+
+    from leap_kalm.llm.grounded import load_grounded, predict_targets
+    from leap_kalm.llm.grounding_tasks import dynamics_record, episodes_of
+    from leap_kalm.llm.student import model_load_kwargs
+
+    config = GroundLLMParams.from_dict(ground_params)
+    held = {r["episode"] for r in grounding_held_out}
+    episodes = episodes_of(kalm_offline)
+    test = [
+        dynamics_record(e, t) for e in episodes if e.index in held for t in range(len(e.actions))
+    ]
+    train = [
+        dynamics_record(e, t)
+        for e in episodes
+        if e.index not in held
+        for t in range(len(e.actions))
+    ]
+    if not test:
+        raise ValueError("evaluate_grounding: no held-out episodes (tasks.held_out_fraction is 0?)")
+    model, tokenizer = load_grounded(grounded_llm.path, **model_load_kwargs(model_params))
+    truth = np.array([r["states"][1] for r in test], dtype=np.float32)
+    predicted = predict_targets(model, tokenizer, test)
+    spec = asdict(model.spec)
+    mlp = MLPRegressor(
+        hidden_layer_sizes=(256, 256), max_iter=200, early_stopping=True, random_state=config.seed
+    )
+    mlp.fit(
+        _transition_inputs(train, spec), np.array([r["states"][1] for r in train], dtype=np.float32)
+    )
+    mlp_predicted = mlp.predict(_transition_inputs(test, spec))
+    starts = np.array([r["states"][0] for r in test], dtype=np.float32)
+    report = {
+        "held_out_transitions": len(test),
+        "train_transitions": len(train),
+        "grounded_mse": float(np.mean((predicted - truth) ** 2)),
+        "mlp_mse": float(np.mean((mlp_predicted - truth) ** 2)),
+        "no_change_mse": float(np.mean((starts - truth) ** 2)),
+    }
+    logger.info("dynamics prediction on held-out transitions: %s", report)
+    return report
+
+
+def _transition_inputs(records: list[dict[str, Any]], spec: dict[str, Any]) -> np.ndarray:
+    """State followed by the action (one-hot when discrete), per dynamics record."""
+    states = np.array([r["states"][0] for r in records], dtype=np.float32)
+    actions = np.array([r["actions"][0] for r in records])
+    if spec["action_kind"] == "discrete":
+        actions = np.eye(spec["action_dim"], dtype=np.float32)[actions.astype(int)]
+    return np.concatenate([states, actions.reshape(len(records), -1).astype(np.float32)], axis=1)

@@ -2,7 +2,11 @@
 
 from kedro.pipeline import Pipeline, node, pipeline
 
-from leap_kalm.pipelines.ground_llm.nodes import build_grounding_records, train_grounded_llm
+from leap_kalm.pipelines.ground_llm.nodes import (
+    build_grounding_records,
+    evaluate_grounding,
+    train_grounded_llm,
+)
 from leap_kalm.pipelines.namespaces import KALM_WORLDS, for_world
 
 
@@ -22,6 +26,18 @@ def create_world_grounding(world: str) -> Pipeline:
                 "grounded_llm",
                 name="train_grounded_llm_node",
                 tags=["gpu"],
+            ),
+            node(
+                evaluate_grounding,
+                [
+                    "grounded_llm",
+                    "kalm_offline",
+                    "grounding_held_out",
+                    "params:ground_llm",
+                    "params:model",
+                ],
+                "grounding_report",
+                name="evaluate_grounding_node",
             ),
         ],
         namespace=world,

@@ -106,7 +106,7 @@ def test_catalog_factories_resolve_to_our_datasets():
     assert type(catalog["alfworld.expert_logs"]).__name__ == "JSONLDataset"
     assert type(catalog["alfworld.iter2.student"]).__name__ == "ModelDirDataset"
     assert "/iter2/" in str(catalog["alfworld.iter2.student"]._describe()["filepath"])
-    assert type(catalog["clevr.kalm_offline"]).__name__ == "NpyDataset"
+    assert type(catalog["clevr.kalm_offline"]).__name__ == "KalmDataset"
     assert type(catalog["clevr.kalm_offline_hdf5"]).__name__ == "HDF5Dataset"
     assert type(catalog["metaworld.policy_real"]).__name__ == "D3Dataset"
     assert type(catalog["clevr.imagined_hard"]).__name__ == "NpyDataset"

@@ -227,9 +227,9 @@ def test_kalm_clevr_ingest_slice(pipelines):
     pipe = pipelines["kalm"].only_nodes_with_namespaces(["clevr"])
     pipe = Pipeline([n for n in pipe.nodes if n in set(pipelines["ingest"].nodes)])
     assert _names(pipe) == {"clevr.generate_offline_data_node", "clevr.summarize_offline_data_node"}
-    assert pipe.inputs() == {"params:clevr.ingest"}
+    assert pipe.inputs() == {"params:clevr.ingest", "params:kalm_real_data"}
     params = {"n_episodes": 3, "horizon": 10, "n_instructions": 2, "seed": 1}
-    catalog = _catalog(pipe, None, {"params:clevr.ingest": params})
+    catalog = _catalog(pipe, None, {"params:clevr.ingest": params, "params:kalm_real_data": None})
     _run(pipe, catalog)
     data, data_h5 = catalog.load("clevr.kalm_offline"), catalog.load("clevr.kalm_offline_hdf5")
     assert data["observations"].shape == data["next_observations"].shape == (3, 10, 10)

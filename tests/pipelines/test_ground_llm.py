@@ -55,8 +55,11 @@ def test_kalm_clevr_ingest_then_grounding_slice(tiny_model_dir):
     pipe = Pipeline(
         [n for n in pipelines["kalm"].only_nodes_with_namespaces(["clevr"]).nodes if n in nodes]
     )
-    assert pipe.inputs() == {"params:clevr.ingest", "params:clevr.ground_llm", "params:model"}
+    assert pipe.inputs() == {
+        "params:clevr.ingest", "params:kalm_real_data", "params:clevr.ground_llm", "params:model"
+    }  # fmt: skip
     inputs = {
+        "params:kalm_real_data": None,
         "params:clevr.ingest": {"n_episodes": 10, "horizon": 6, "n_instructions": 2, "seed": 1},
         "params:clevr.ground_llm": {
             "tasks": {"held_out_fraction": 0.2},

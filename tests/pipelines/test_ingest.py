@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from kedro.io import DataCatalog, MemoryDataset
@@ -31,7 +33,7 @@ def _catalog(tmp_path, params: dict) -> DataCatalog:
         datasets[f"{env}.kalm_offline_summary"] = JSONDataset(
             filepath=str(tmp_path / f"{env}_summary.json")
         )
-    for name, value in params.items():
+    for name, value in {"kalm_real_data": None, **params}.items():
         datasets[f"params:{name}"] = MemoryDataset(value)
     return DataCatalog(datasets=datasets)
 
@@ -81,7 +83,7 @@ def test_ingest_nodes_refuse_a_world_of_the_wrong_kind():
     with pytest.raises(ValueError, match="'clevr' is a kalm world, not a text world"):
         prepare_games({}, world="clevr")
     with pytest.raises(ValueError, match="no world called 'webshop'"):
-        generate_kalm_offline_data({}, world="webshop")
+        generate_kalm_offline_data({}, None, world="webshop")
 
 
 def test_kalm_ingest_round_trips_npy_and_hdf5(tmp_path):
@@ -133,3 +135,22 @@ def test_a_users_file_with_a_bad_shape_is_named(tmp_path):
     missing = {k: v for k, v in good.items() if k != "masks"}
     with pytest.raises(ValueError, match="masks"):
         summarize_kalm_offline_data(missing, world="clevr")
+
+
+def test_kalm_real_data_replaces_generation_and_is_never_written(tmp_path):
+    """`--params kalm_real_data=PATH`: the world's offline data is the user's KALM file
+    (here in KALM's Meta-World layout), in the canonical layout, in both catalog copies."""
+    from tests.datasets.test_kalm_dataset import _write, metaworld_layout
+
+    user = _write(tmp_path, "meta_world.npy", metaworld_layout())
+    before = Path(user).read_bytes()
+    catalog = _catalog(tmp_path, {"metaworld.ingest": {"n_per_task": 1}, "kalm_real_data": user})
+    SequentialRunner().run(create_pipeline().only_nodes_with_namespaces(["metaworld"]), catalog)
+    data, summary = (
+        catalog.load("metaworld.kalm_offline"),
+        catalog.load("metaworld.kalm_offline_summary"),
+    )
+    assert data["observations"].shape == (4, 6, 91) and data["masks"].dtype == np.int32
+    assert summary["n_episodes"] == 4 and summary["observation_dim"] == 91
+    np.testing.assert_allclose(catalog.load("metaworld.kalm_offline_hdf5")["goals"], data["goals"])
+    assert Path(user).read_bytes() == before

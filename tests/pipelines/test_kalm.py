@@ -16,6 +16,7 @@ from tests.pipelines.test_compositions import KeptDataset
 def test_kalm_clevr_end_to_end(tiny_model_dir):
     pipe = register_pipelines()["kalm"].only_nodes_with_namespaces(["clevr"])
     inputs = {
+        "params:kalm_real_data": None,
         "params:clevr.ingest": {"n_episodes": 12, "horizon": 5, "n_instructions": 2, "seed": 1},
         "params:clevr.ground_llm": {
             "tasks": {"held_out_fraction": 0.2},

@@ -229,3 +229,47 @@ def validate_kalm_dataset(data: Mapping[str, Any], source: str) -> dict[str, Any
     _check_chain(arr, valid, source)
     _check_discrete_actions(arr, valid, action_type, source)
     return summarize_kalm_arrays(arr, source, action_type, action_dim, lengths)
+
+
+def canonical_kalm_dataset(data: Any, source: str) -> dict[str, Any]:
+    """KALM's own file layouts as this project's canonical one, without changing values.
+
+    KALM's ``clevr_robot.npy`` is already canonical. Its ``meta_world.npy`` differs:
+    float64 arrays, ``masks`` (N, T, 1) of floats, ``terminals`` of 0./1. floats and
+    ``goals`` (N, G) once per episode. These become float32, ``masks`` (N, T) int32,
+    ``terminals`` bool and ``goals`` repeated over T. Other keys pass through. The input
+    is not modified.
+
+    Raises:
+        ValueError: Naming ``source`` and the key whose values cannot be converted.
+    """
+    if not isinstance(data, Mapping):
+        _fail(source, f"expected a dict of arrays, got {type(data).__name__}")
+    out = dict(data)
+    for key in ("observations", "next_observations", "rewards", "goals"):
+        if key in out:
+            value = np.asarray(out[key])
+            if np.issubdtype(value.dtype, np.floating) and value.dtype != np.float32:
+                out[key] = value.astype(np.float32)
+    if "masks" in out:
+        masks = np.asarray(out["masks"])
+        if masks.ndim == 3 and masks.shape[-1] == 1:
+            masks = masks[..., 0]
+        if masks.dtype != np.bool_ and not np.isin(masks, (0, 1)).all():
+            _fail(source, "key 'masks' must hold only 0 and 1")
+        out["masks"] = masks.astype(np.int32)
+    if "terminals" in out:
+        terminals = np.asarray(out["terminals"])
+        if terminals.dtype != np.bool_:
+            if not np.isin(terminals, (0, 1)).all():
+                _fail(source, "key 'terminals' must hold only 0/1 or True/False")
+            out["terminals"] = terminals.astype(bool)
+    if "actions" in out:
+        actions = np.asarray(out["actions"])
+        if np.issubdtype(actions.dtype, np.floating) and actions.ndim == 3:
+            out["actions"] = actions.astype(np.float32)
+    if "goals" in out and "observations" in out:
+        goals, horizon = np.asarray(out["goals"]), np.asarray(out["observations"]).shape[1]
+        if goals.ndim == 2:
+            out["goals"] = np.repeat(goals[:, None, :], horizon, axis=1)
+    return out

@@ -70,15 +70,25 @@ def collect_expert_logs(
 
 
 def generate_kalm_offline_data(
-    params: dict[str, Any], world: str
+    params: dict[str, Any], kalm_real_data: str | None, world: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Roll out a KALM world's scripted policies with noise into KALM's offline arrays.
+    """Roll out a KALM world's scripted policies with noise into KALM's offline arrays, or,
+    with ``--params kalm_real_data=PATH``, take the user's KALM file instead (read in
+    either of KALM's layouts, validated, never written).
 
     Returns:
         The same dict twice: for the ``.npy`` (KALM's format) and the ``.hdf5`` entries.
     """
     from leap_kalm.envs.kalm_format import validate_kalm_dataset
 
+    if kalm_real_data:
+        from leap_kalm.datasets import KalmDataset
+
+        logger.info(
+            "%s: using %s (kalm_real_data) instead of generating data", world, kalm_real_data
+        )
+        data = KalmDataset(filepath=kalm_real_data).load()
+        return data, data
     config = KalmIngestParams.from_dict(params)
     data = get_world(world, "kalm").generate_offline_data(config)
     validate_kalm_dataset(data, source=f"generated {world} data")

@@ -35,7 +35,7 @@ def create_kalm_ingest(world: str) -> Pipeline:
         [
             node(
                 for_world(generate_kalm_offline_data, world),
-                "params:ingest",
+                ["params:ingest", "params:kalm_real_data"],
                 ["kalm_offline", "kalm_offline_hdf5"],
                 name="generate_offline_data_node",
             ),
@@ -47,6 +47,7 @@ def create_kalm_ingest(world: str) -> Pipeline:
             ),
         ],
         namespace=world,
+        parameters={"params:kalm_real_data"},
     )
 
 

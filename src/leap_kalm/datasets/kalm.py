@@ -1,0 +1,69 @@
+"""``KalmDataset``: a KALM offline dataset (``.npy``, KALM's dict-in-a-0-d-array), loaded in
+either of KALM's own layouts and checked against the contract on load.
+
+``user_filepath`` points at a user's own file (``--params kalm_real_data=PATH`` through
+the catalog): it is read, converted to the canonical layout and validated, and never
+written; saving always writes ``filepath`` (the project's generated data).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from kedro.io.core import DatasetError, Version
+
+from leap_kalm.datasets.npy import NpyDataset
+
+
+class KalmDataset(NpyDataset):
+    """A KALM-format dict of arrays ⇄ ``.npy``, canonical and validated when loaded.
+
+    Args:
+        filepath: The project's own file (written by ``ingest``).
+        user_filepath: A user's file to read instead (``null``: read ``filepath``).
+    """
+
+    def __init__(
+        self,
+        *,
+        filepath: str | os.PathLike,
+        user_filepath: str | os.PathLike | None = None,
+        version: Version | None = None,
+        credentials: dict[str, Any] | None = None,
+        fs_args: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            filepath=filepath,
+            allow_pickle=True,
+            version=version,
+            credentials=credentials,
+            fs_args=fs_args,
+            metadata=metadata,
+        )
+        self._user_filepath = str(user_filepath) if user_filepath not in (None, "") else None
+
+    def _describe(self) -> dict[str, Any]:
+        return {**super()._describe(), "user_filepath": self._user_filepath}
+
+    def load(self) -> dict[str, Any]:
+        from leap_kalm.envs.kalm_format import canonical_kalm_dataset, validate_kalm_dataset
+
+        if self._user_filepath is not None:
+            if not os.path.exists(self._user_filepath):
+                raise DatasetError(
+                    f"{self._user_filepath}: no such file (given as kalm_real_data); "
+                    "pass the path of a KALM-format .npy file"
+                )
+            source = self._user_filepath
+            data = NpyDataset(filepath=source, allow_pickle=True).load()
+        else:
+            source = str(self._load_path())
+            data = super().load()
+        try:
+            data = canonical_kalm_dataset(data, source)
+            validate_kalm_dataset(data, source)
+        except ValueError as exc:
+            raise DatasetError(str(exc)) from exc
+        return data

@@ -33,7 +33,7 @@ def grounded_ref(tiny_model_dir, tmp_path_factory):
 @pytest.mark.parametrize("level", ["rephrase", "easy", "hard"])
 def test_each_level_is_a_kalm_dataset_labelled_by_the_world(grounded_ref, level):
     params = {"n_per_level": 5, "max_steps": 4, "batch_size": 3, "n_instructions": 2, "seed": 7}
-    data = imagine_level(grounded_ref, params, {"name": "tiny-test"}, "clevr", level)
+    data = imagine_level(grounded_ref, None, params, {"name": "tiny-test"}, "clevr", level)
     summary = validate_kalm_dataset(data, source="test")
     horizon = 1 if level == "easy" else 4
     assert data["observations"].shape == (5, 4, 10) and data["instructions"].shape == (5, 2)
@@ -95,3 +95,59 @@ def test_worlds_without_imagination_are_named():
     assert imagination_levels("metaworld") == ()
     with pytest.raises(ValueError, match=r"world 'metaworld' does not support imagination yet"):
         imagination_world("metaworld")
+
+
+def kalm_prompt_file(n=3, seed=4):
+    """KALM's prompt layout (as clevr_generate.py reads it), from real CLEVR goals."""
+    tasks = clevr.novel_goals("rephrase", n, seed, 1)
+    rng = np.random.default_rng(seed)
+    return {
+        "number_of_objects": 5,
+        "instructions": [np.array([w[0]]) for w in tasks["instructions"]],
+        "observations": [
+            np.vstack([s, rng.normal(size=(4, 10))]).astype(np.float32) for s in tasks["starts"]
+        ],
+        "actions": [np.zeros(4, dtype=np.int64) for _ in range(n)],
+        "observation_masks": [np.ones(5, dtype=bool) for _ in range(n)],
+        "goals": list(tasks["goals"]),
+    }, tasks
+
+
+def test_kalm_prompt_file_supplies_its_levels_goals(grounded_ref, tmp_path):
+    from leap_kalm.datasets import KalmPromptsDataset, NpyDataset
+
+    prompts, tasks = kalm_prompt_file()
+    path = tmp_path / "clevr_rephrase_prompt.npy"
+    NpyDataset(filepath=str(path), allow_pickle=True).save(prompts)
+    loaded = KalmPromptsDataset(filepath=str(path)).load()
+    assert loaded["level"] == "rephrase" and loaded["instructions"][0] == [
+        tasks["instructions"][0][0]
+    ]
+    params = {"n_per_level": 9, "max_steps": 2, "seed": 7}
+    data = imagine_level(grounded_ref, loaded, params, {"name": "tiny-test"}, "clevr", "rephrase")
+    np.testing.assert_allclose(data["observations"][:, 0], tasks["starts"])
+    np.testing.assert_allclose(data["goals"][:, 0], tasks["goals"])
+    assert data["instructions"][:, 0].tolist() == [w[0] for w in tasks["instructions"]]
+    other = imagine_level(grounded_ref, loaded, params, {"name": "tiny-test"}, "clevr", "hard")
+    assert len(other["masks"]) == 9, "the other levels keep the world's own goals"
+    assert KalmPromptsDataset(filepath=None).load() is None
+
+
+def test_bad_prompt_files_are_named(tmp_path):
+    from kedro.io.core import DatasetError
+
+    from leap_kalm.datasets import KalmPromptsDataset, NpyDataset
+
+    prompts, _ = kalm_prompt_file()
+    unnamed = tmp_path / "prompts.npy"
+    NpyDataset(filepath=str(unnamed), allow_pickle=True).save(prompts)
+    with pytest.raises(
+        DatasetError, match=r"prompts.npy: cannot tell the goal level.*kalm_prompts_level"
+    ):
+        KalmPromptsDataset(filepath=str(unnamed)).load()
+    assert KalmPromptsDataset(filepath=str(unnamed), level="easy").load()["level"] == "easy"
+    del prompts["goals"]
+    broken = tmp_path / "clevr_hard_prompt.npy"
+    NpyDataset(filepath=str(broken), allow_pickle=True).save(prompts)
+    with pytest.raises(DatasetError, match=r"clevr_hard_prompt.npy: missing key\(s\) \['goals'\]"):
+        KalmPromptsDataset(filepath=str(broken)).load()

@@ -23,6 +23,7 @@ def test_kalm_clevr_end_to_end(tiny_model_dir):
             "train": {"max_steps": 2, "per_device_train_batch_size": 4, "lora": {"r": 0}},
         },
         "params:clevr.imagine": {"n_per_level": 3, "max_steps": 3, "batch_size": 3},
+        "clevr.kalm_prompts": None,
         "params:clevr.offline_rl": {
             "algo": "DiscreteBC",
             "config": {"batch_size": 8},

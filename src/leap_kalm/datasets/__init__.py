@@ -3,7 +3,7 @@
 from leap_kalm.datasets.d3 import D3Dataset
 from leap_kalm.datasets.hdf5 import HDF5Dataset
 from leap_kalm.datasets.jsonl import JSONLDataset
-from leap_kalm.datasets.kalm import KalmDataset
+from leap_kalm.datasets.kalm import KalmDataset, KalmPromptsDataset
 from leap_kalm.datasets.model_dir import ModelDirDataset
 from leap_kalm.datasets.npy import NpyDataset
 
@@ -12,6 +12,7 @@ __all__ = [
     "HDF5Dataset",
     "JSONLDataset",
     "KalmDataset",
+    "KalmPromptsDataset",
     "ModelDirDataset",
     "NpyDataset",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from kedro.io.core import DatasetError, Version
+from kedro.io.core import AbstractDataset, DatasetError, Version
 
 from leap_kalm.datasets.npy import NpyDataset
 
@@ -67,3 +67,43 @@ class KalmDataset(NpyDataset):
         except ValueError as exc:
             raise DatasetError(str(exc)) from exc
         return data
+
+
+class KalmPromptsDataset(AbstractDataset[None, Any]):
+    """KALM's imagination prompt file (read-only): the start states, goals and wordings
+    of one goal level, or ``None`` when no file is given (``--params kalm_prompts=PATH``).
+
+    Args:
+        filepath: The prompt ``.npy`` (``null``: none; imagination uses the world's goals).
+        level: Its goal level (``null``: read from the file name, e.g. ``clevr_rephrase_prompt.npy``).
+    """
+
+    def __init__(
+        self,
+        *,
+        filepath: str | os.PathLike | None = None,
+        level: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self._filepath = str(filepath) if filepath not in (None, "") else None
+        self._level = level or None
+        self.metadata = metadata
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": self._filepath, "level": self._level}
+
+    def load(self) -> dict[str, Any] | None:
+        from leap_kalm.envs.kalm_format import kalm_prompt_tasks
+
+        if self._filepath is None:
+            return None
+        if not os.path.exists(self._filepath):
+            raise DatasetError(f"{self._filepath}: no such file (given as kalm_prompts)")
+        data = NpyDataset(filepath=self._filepath, allow_pickle=True).load()
+        try:
+            return kalm_prompt_tasks(data, self._filepath, self._level)
+        except ValueError as exc:
+            raise DatasetError(str(exc)) from exc
+
+    def save(self, data: None) -> None:
+        raise DatasetError(f"{self._filepath}: KALM prompt files are read, never written")

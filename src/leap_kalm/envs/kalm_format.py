@@ -273,3 +273,73 @@ def canonical_kalm_dataset(data: Any, source: str) -> dict[str, Any]:
         if goals.ndim == 2:
             out["goals"] = np.repeat(goals[:, None, :], horizon, axis=1)
     return out
+
+
+PROMPT_LEVELS = ("real", "rephrase", "easy", "hard")
+
+
+def kalm_prompt_tasks(data: Any, source: str, level: str | None = None) -> dict[str, Any]:
+    """The imagination tasks in KALM's prompt file (as its ``clevr_generate.py`` reads it).
+
+    The file holds ``number_of_objects`` and per-trajectory lists: ``instructions`` (each
+    a 1-element string array), ``observations`` (the first row's first
+    ``2 * number_of_objects`` numbers are the start state), ``goals``; other lists
+    (``actions``, masks, ``terminals``, ``success``, ``rewards``) are not needed. The
+    level is ``level`` or else read from the file name (``clevr_rephrase_prompt.npy``).
+
+    Returns:
+        ``level``, ``starts`` (n, 2k) float32, ``goals`` (n, G) float32 and
+        ``instructions`` (n lists of one wording).
+
+    Raises:
+        ValueError: Naming ``source`` and the key, trajectory or level at fault.
+    """
+    if not isinstance(data, Mapping):
+        _fail(source, f"expected KALM's prompt dict, got {type(data).__name__}")
+    missing = [
+        k for k in ("number_of_objects", "instructions", "observations", "goals") if k not in data
+    ]
+    if missing:
+        _fail(
+            source,
+            f"missing key(s) {missing}; a KALM prompt file needs number_of_objects, instructions, observations and goals",
+        )
+    if level is None:
+        named = [name for name in PROMPT_LEVELS if name in str(source).rsplit("/", 1)[-1]]
+        if len(named) != 1:
+            _fail(
+                source,
+                f"cannot tell the goal level from the file name; pass --params kalm_prompts_level=<{'|'.join(PROMPT_LEVELS)}>",
+            )
+        level = named[0]
+    if level not in PROMPT_LEVELS:
+        _fail(source, f"goal level {level!r} is not one of {PROMPT_LEVELS}")
+    n = len(data["instructions"])
+    for key in ("observations", "goals"):
+        if len(data[key]) != n:
+            _fail(source, f"key {key!r} has {len(data[key])} trajectories, 'instructions' has {n}")
+    width = 2 * int(data["number_of_objects"])
+    starts, instructions = [], []
+    for i in range(n):
+        observations = np.asarray(data["observations"][i], dtype=np.float32)
+        if observations.ndim != 2 or observations.shape[1] < width:
+            _fail(
+                source,
+                f"key 'observations', trajectory {i}: shape {observations.shape}, expected (T, >= {width})",
+            )
+        starts.append(observations[0, :width])
+        words = [str(w) for w in np.asarray(data["instructions"][i]).reshape(-1)]
+        if not words or not words[0].strip():
+            _fail(source, f"key 'instructions', trajectory {i}: no instruction")
+        instructions.append(words[:1])
+    goals = (
+        np.stack([np.asarray(g, dtype=np.float32).reshape(-1) for g in data["goals"]])
+        if n
+        else np.zeros((0, 0), np.float32)
+    )
+    return {
+        "level": level,
+        "starts": np.stack(starts) if n else np.zeros((0, width), np.float32),
+        "goals": goals,
+        "instructions": instructions,
+    }

@@ -55,13 +55,16 @@ def imagination_world(world: str) -> Any:
 
 def imagine_level(
     grounded_llm: ModelRef,
+    kalm_prompts: dict[str, Any] | None,
     imagine_params: dict[str, Any],
     model_params: dict[str, Any],
     world: str,
     level: str,
 ) -> dict[str, Any]:
     """Imagine rollouts for ``level``'s novel goals and label them with the world's own
-    goal check and reward on the generated states.
+    goal check and reward on the generated states. The goals, start states and wordings
+    come from the world's generator, or from KALM's prompt file (``kalm_prompts``) when
+    that file is for this level.
 
     Returns:
         A KALM-format dataset (it passes ``validate_kalm_dataset``) plus ``level``,
@@ -75,7 +78,15 @@ def imagine_level(
 
     config = ImagineParams.from_dict(imagine_params)
     module = imagination_world(world)
-    tasks = module.novel_goals(level, config.n_per_level, config.seed, config.n_instructions)
+    if kalm_prompts is not None and kalm_prompts["level"] not in module.IMAGINATION_LEVELS:
+        raise ValueError(
+            f"kalm_prompts is a {kalm_prompts['level']!r} file; {world} imagines {list(module.IMAGINATION_LEVELS)}"
+        )
+    if kalm_prompts is not None and kalm_prompts["level"] == level:
+        tasks = kalm_prompts
+        logger.info("%s %s: %d goals from KALM's prompt file", world, level, len(tasks["starts"]))
+    else:
+        tasks = module.novel_goals(level, config.n_per_level, config.seed, config.n_instructions)
     max_steps = config.max_steps or module.IMAGINATION_MAX_STEPS[level]
     model, tokenizer = load_grounded(grounded_llm.path, **model_load_kwargs(model_params))
     goals = tasks["goals"]

@@ -26,7 +26,7 @@ def create_world_imagination(world: str) -> Pipeline:
             functools.update_wrapper(
                 functools.partial(imagine_level, world=world, level=level), imagine_level
             ),
-            ["grounded_llm", "params:imagine", "params:model"],
+            ["grounded_llm", "kalm_prompts", "params:imagine", "params:model"],
             f"imagined_{level}",
             name=f"imagine_{level}_node",
             tags=["gpu"],

@@ -109,7 +109,7 @@ def test_catalog_factories_resolve_to_our_datasets():
     assert type(catalog["clevr.kalm_offline"]).__name__ == "KalmDataset"
     assert type(catalog["clevr.kalm_offline_hdf5"]).__name__ == "HDF5Dataset"
     assert type(catalog["metaworld.policy_real"]).__name__ == "D3Dataset"
-    assert type(catalog["clevr.imagined_hard"]).__name__ == "NpyDataset"
+    assert type(catalog["clevr.imagined_hard"]).__name__ == "KalmDataset"
     described = catalog["alfworld.rollouts"]._describe()
     assert "/07_model_output/alfworld/iter" in str(described["filepath"])
     assert described["mode"] == "resume"

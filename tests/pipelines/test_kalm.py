@@ -24,6 +24,7 @@ def test_kalm_clevr_end_to_end(tiny_model_dir):
         },
         "params:clevr.imagine": {"n_per_level": 3, "max_steps": 3, "batch_size": 3},
         "clevr.kalm_prompts": None,
+        "clevr.kalm_imagined": None,
         "params:clevr.offline_rl": {
             "algo": "DiscreteBC",
             "config": {"batch_size": 8},

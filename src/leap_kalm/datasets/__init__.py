@@ -3,7 +3,7 @@
 from leap_kalm.datasets.d3 import D3Dataset
 from leap_kalm.datasets.hdf5 import HDF5Dataset
 from leap_kalm.datasets.jsonl import JSONLDataset
-from leap_kalm.datasets.kalm import KalmDataset, KalmPromptsDataset
+from leap_kalm.datasets.kalm import KalmDataset, KalmPromptsDataset, KalmRolloutsDataset
 from leap_kalm.datasets.model_dir import ModelDirDataset
 from leap_kalm.datasets.npy import NpyDataset
 
@@ -13,6 +13,7 @@ __all__ = [
     "JSONLDataset",
     "KalmDataset",
     "KalmPromptsDataset",
+    "KalmRolloutsDataset",
     "ModelDirDataset",
     "NpyDataset",
 ]

@@ -22,6 +22,7 @@ class KalmDataset(NpyDataset):
     Args:
         filepath: The project's own file (written by ``ingest``).
         user_filepath: A user's file to read instead (``null``: read ``filepath``).
+        missing_ok: Load ``None`` when ``filepath`` does not exist (optional inputs).
     """
 
     def __init__(
@@ -29,6 +30,7 @@ class KalmDataset(NpyDataset):
         *,
         filepath: str | os.PathLike,
         user_filepath: str | os.PathLike | None = None,
+        missing_ok: bool = False,
         version: Version | None = None,
         credentials: dict[str, Any] | None = None,
         fs_args: dict[str, Any] | None = None,
@@ -43,11 +45,12 @@ class KalmDataset(NpyDataset):
             metadata=metadata,
         )
         self._user_filepath = str(user_filepath) if user_filepath not in (None, "") else None
+        self._missing_ok = missing_ok
 
     def _describe(self) -> dict[str, Any]:
         return {**super()._describe(), "user_filepath": self._user_filepath}
 
-    def load(self) -> dict[str, Any]:
+    def load(self) -> dict[str, Any] | None:
         from leap_kalm.envs.kalm_format import canonical_kalm_dataset, validate_kalm_dataset
 
         if self._user_filepath is not None:
@@ -60,6 +63,8 @@ class KalmDataset(NpyDataset):
             data = NpyDataset(filepath=source, allow_pickle=True).load()
         else:
             source = str(self._load_path())
+            if self._missing_ok and not self._fs.exists(source):
+                return None
             data = super().load()
         try:
             data = canonical_kalm_dataset(data, source)
@@ -107,3 +112,22 @@ class KalmPromptsDataset(AbstractDataset[None, Any]):
 
     def save(self, data: None) -> None:
         raise DatasetError(f"{self._filepath}: KALM prompt files are read, never written")
+
+
+class KalmRolloutsDataset(KalmPromptsDataset):
+    """Imagined rollouts in KALM's generated layout (read-only; ``--params
+    kalm_imagined_data=PATH``, ``kalm_imagined_level=LEVEL`` when the name does not say),
+    or ``None`` when no file is given."""
+
+    def load(self) -> dict[str, Any] | None:
+        from leap_kalm.envs.kalm_format import kalm_rollout_lists
+
+        if self._filepath is None:
+            return None
+        if not os.path.exists(self._filepath):
+            raise DatasetError(f"{self._filepath}: no such file (given as kalm_imagined_data)")
+        data = NpyDataset(filepath=self._filepath, allow_pickle=True).load()
+        try:
+            return kalm_rollout_lists(data, self._filepath, self._level)
+        except ValueError as exc:
+            raise DatasetError(str(exc)) from exc

@@ -343,3 +343,58 @@ def kalm_prompt_tasks(data: Any, source: str, level: str | None = None) -> dict[
         "goals": goals,
         "instructions": instructions,
     }
+
+
+def kalm_rollout_lists(data: Any, source: str, level: str | None = None) -> dict[str, Any]:
+    """Rollouts in KALM's generated layout (per-trajectory lists, as its ``*_generate.py``
+    saves them): ``observations`` (T+1, D), ``actions`` (T,) or (T, A), optional
+    ``observation_masks``/``action_masks`` (valid steps first), ``goals``, ``instructions``
+    (1-element arrays) and ``number_of_objects`` (the state is the first 2k numbers).
+
+    Returns:
+        ``level`` (given, or read from the file name, or ``None``), ``states`` and
+        ``actions`` (lists of the valid parts), ``goals`` (n, G) float32 and
+        ``instructions`` (n lists of one wording).
+
+    Raises:
+        ValueError: Naming ``source`` and the key or trajectory at fault.
+    """
+    if not isinstance(data, Mapping):
+        _fail(source, f"expected KALM's rollout dict, got {type(data).__name__}")
+    missing = [k for k in ("observations", "actions", "goals", "instructions") if k not in data]
+    if missing:
+        _fail(
+            source,
+            f"missing key(s) {missing}; KALM's rollout files hold observations, actions, goals and instructions",
+        )
+    if level is None:
+        named = [name for name in PROMPT_LEVELS if name in str(source).rsplit("/", 1)[-1]]
+        level = named[0] if len(named) == 1 else None
+    n = len(data["observations"])
+    for key in ("actions", "goals", "instructions"):
+        if len(data[key]) != n:
+            _fail(source, f"key {key!r} has {len(data[key])} trajectories, 'observations' has {n}")
+    width = 2 * int(data["number_of_objects"]) if "number_of_objects" in data else None
+    states, actions, instructions = [], [], []
+    for i in range(n):
+        obs = np.asarray(data["observations"][i], dtype=np.float32)
+        act = np.asarray(data["actions"][i])
+        steps = (
+            int(np.asarray(data["action_masks"][i]).sum()) if "action_masks" in data else len(act)
+        )
+        if obs.ndim != 2 or len(obs) < steps + 1 or len(act) < steps or steps == 0:
+            _fail(
+                source,
+                f"trajectory {i}: observations {obs.shape} and actions {act.shape} do not hold {steps} valid steps",
+            )
+        states.append(obs[: steps + 1, :width] if width else obs[: steps + 1])
+        actions.append(act[:steps])
+        instructions.append([str(np.asarray(data["instructions"][i]).reshape(-1)[0])])
+    goals = np.stack([np.asarray(g, dtype=np.float32).reshape(-1) for g in data["goals"]])
+    return {
+        "level": level,
+        "states": states,
+        "actions": actions,
+        "goals": goals,
+        "instructions": instructions,
+    }

@@ -170,3 +170,50 @@ def summarize_imagination(**imagined: dict[str, Any]) -> dict[str, Any]:
             "replay_success_ci95": list(wilson_interval(replayed, n)),
         }
     return summary
+
+
+def labelled_kalm_rollouts(
+    rollouts: dict[str, Any], world: str, source: str = "kalm_imagined_data"
+) -> dict[str, Any]:
+    """KALM's generated rollouts (``KalmRolloutsDataset``) in the offline layout, rewards
+    and terminals recomputed by the world's goal check at the file's level, as for the
+    rollouts imagined here.
+
+    Raises:
+        ValueError: When the level is unknown (name it with ``kalm_imagined_level``).
+    """
+    from leap_kalm.envs.kalm_format import validate_kalm_dataset
+    from leap_kalm.llm.imagination import Imagined
+
+    module = imagination_world(world)
+    level = rollouts["level"]
+    if level is None:
+        raise ValueError(
+            f"{source}: cannot tell the goal level from the file name; pass --params kalm_imagined_level=<level>"
+        )
+    imagined = [
+        Imagined(states=np.asarray(s, dtype=np.float32), actions=np.asarray(a), ended=False)
+        for s, a in zip(rollouts["states"], rollouts["actions"], strict=True)
+    ]
+    horizon = max(len(r.actions) for r in imagined)
+    tasks = {
+        "starts": np.stack([r.states[0] for r in imagined]),
+        "goals": rollouts["goals"],
+        "instructions": rollouts["instructions"],
+    }
+    data = kalm_arrays(imagined, tasks, level, module, horizon)
+    for i, rollout in enumerate(imagined):  # a goal reached before the end ends the episode there
+        done = np.flatnonzero(data["terminals"][i, : len(rollout.actions), 0])
+        if len(done) and done[0] < len(rollout.actions) - 1:
+            cut = done[0] + 1
+            for key in (
+                "observations",
+                "next_observations",
+                "actions",
+                "rewards",
+                "terminals",
+                "masks",
+            ):
+                data[key][i, cut:] = 0
+    validate_kalm_dataset(data, source=source)
+    return data

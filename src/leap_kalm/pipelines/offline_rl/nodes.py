@@ -20,10 +20,15 @@ def train_policy(
     kalm_offline: dict[str, Any],
     offline_rl_params: dict[str, Any],
     world: str,
-    **imagined: dict[str, Any],
+    kalm_imagined: dict[str, Any] | None = None,
+    **imagined: dict[str, Any] | None,
 ) -> Any:
-    """Fit the configured d3rlpy algorithm on the real data, mixed with the imagined levels
-    given as keyword arguments (none: real data only).
+    """Fit the configured d3rlpy algorithm on the real data, mixed with imagined data:
+    KALM's own generated rollouts when ``kalm_imagined_data`` is given, else the imagined
+    levels given as keyword arguments. With neither argument: real data only.
+
+    Raises:
+        ValueError: When imagined data is expected and none exists.
 
     Returns:
         The fitted d3rlpy algorithm (saved as ``.d3`` by the catalog).
@@ -36,6 +41,16 @@ def train_policy(
     encoder = InstructionEncoder()
     real = to_mdp_dataset(kalm_offline, encoder.encode, action_size)
     mixed = None
+    if kalm_imagined is not None:
+        from leap_kalm.pipelines.imagine.nodes import labelled_kalm_rollouts
+
+        imagined = {"kalm_imagined_data": labelled_kalm_rollouts(kalm_imagined, world)}
+    elif imagined and all(data is None for data in imagined.values()):
+        raise ValueError(
+            f"{world}: no imagined data; run `kedro run --pipeline=imagine --namespaces={world}` "
+            "first or pass --params kalm_imagined_data=PATH"
+        )
+    imagined = {k: v for k, v in imagined.items() if v is not None}
     if imagined:
         parts = [to_mdp_dataset(data, encoder.encode, action_size) for data in imagined.values()]
         mixed = parts[0]

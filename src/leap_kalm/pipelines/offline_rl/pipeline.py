@@ -34,6 +34,7 @@ def create_world_offline_rl(world: str) -> Pipeline:
                 {
                     "kalm_offline": "kalm_offline",
                     "offline_rl_params": "params:offline_rl",
+                    "kalm_imagined": "kalm_imagined",
                     **{level: f"imagined_{level}" for level in levels},
                 },
                 "policy_kalm",

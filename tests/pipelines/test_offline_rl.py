@@ -1,0 +1,70 @@
+"""`offline_rl` nodes: KALM's generated rollouts as the imagined data (labelled by the world),
+and a named error when imagined data is expected and none exists."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from leap_kalm.datasets import KalmRolloutsDataset, NpyDataset
+from leap_kalm.envs.clevr import world as clevr
+from leap_kalm.envs.clevr.data import generate_clevr_dataset
+from leap_kalm.pipelines.imagine.nodes import labelled_kalm_rollouts
+from leap_kalm.pipelines.offline_rl.nodes import train_policy
+
+RL = {"algo": "DiscreteBC", "config": {"batch_size": 8}, "n_steps": 3, "n_steps_per_epoch": 3}
+
+
+def kalm_generated_file(tmp_path, name="clevr_rephrase_generated.npy", n=4, steps=3):
+    """KALM's generated layout: per-trajectory lists, padded past the valid steps."""
+    tasks = clevr.novel_goals("rephrase", n, 11, 1)
+    rng = np.random.default_rng(0)
+    data = {
+        "number_of_objects": 5,
+        "instructions": [np.array([w[0]]) for w in tasks["instructions"]],
+        "observations": [np.vstack([s, rng.uniform(-0.4, 0.4, (steps + 2, 10))]).astype(np.float32) for s in tasks["starts"]],
+        "actions": [rng.integers(0, 40, steps + 2) for _ in range(n)],
+        "observation_masks": [np.array([1] * (steps + 1) + [0, 0], bool) for _ in range(n)],
+        "action_masks": [np.array([1] * steps + [0, 0], bool) for _ in range(n)],
+        "goals": list(tasks["goals"]),
+    }  # fmt: skip
+    path = tmp_path / name
+    NpyDataset(filepath=str(path), allow_pickle=True).save(data)
+    return str(path), data
+
+
+def test_kalm_generated_rollouts_become_labelled_offline_data(tmp_path):
+    path, raw = kalm_generated_file(tmp_path)
+    rollouts = KalmRolloutsDataset(filepath=path).load()
+    assert rollouts["level"] == "rephrase" and [len(a) for a in rollouts["actions"]] == [3] * 4
+    data = labelled_kalm_rollouts(rollouts, "clevr")
+    for i in range(4):
+        n = int(data["masks"][i].sum())
+        np.testing.assert_allclose(data["observations"][i, :n], raw["observations"][i][:n])
+        for t in range(n):
+            reward, success, _ = clevr.judge_transition(
+                "rephrase",
+                data["observations"][i, t],
+                data["next_observations"][i, t],
+                raw["goals"][i],
+            )
+            assert data["rewards"][i, t, 0] == pytest.approx(reward)
+            assert data["terminals"][i, t, 0] == success
+    unnamed, _ = kalm_generated_file(tmp_path, name="rollouts.npy")
+    with pytest.raises(ValueError, match="kalm_imagined_level"):
+        labelled_kalm_rollouts(KalmRolloutsDataset(filepath=unnamed).load(), "clevr")
+    assert KalmRolloutsDataset(filepath=unnamed, level="hard").load()["level"] == "hard"
+
+
+def test_the_kalm_policy_trains_on_kalm_files_and_needs_some_imagined_data(tmp_path):
+    real = generate_clevr_dataset(4, 1, horizon=5, progress=False)
+    path, _ = kalm_generated_file(tmp_path)
+    rollouts = KalmRolloutsDataset(filepath=path).load()
+    policy = train_policy(
+        real, RL, "clevr", kalm_imagined=rollouts, rephrase=None, easy=None, hard=None
+    )
+    assert policy.impl is not None
+    with pytest.raises(
+        ValueError, match=r"clevr: no imagined data; run `kedro run --pipeline=imagine"
+    ):
+        train_policy(real, RL, "clevr", kalm_imagined=None, rephrase=None, easy=None, hard=None)

@@ -97,16 +97,22 @@ class KalmPromptsDataset(AbstractDataset[None, Any]):
     def _describe(self) -> dict[str, Any]:
         return {"filepath": self._filepath, "level": self._level}
 
-    def load(self) -> dict[str, Any] | None:
+    _parameter = "kalm_prompts"
+
+    @staticmethod
+    def _convert(data: Any, source: str, level: str | None) -> dict[str, Any]:
         from leap_kalm.envs.kalm_format import kalm_prompt_tasks
 
+        return kalm_prompt_tasks(data, source, level)
+
+    def load(self) -> dict[str, Any] | None:
         if self._filepath is None:
             return None
         if not os.path.exists(self._filepath):
-            raise DatasetError(f"{self._filepath}: no such file (given as kalm_prompts)")
+            raise DatasetError(f"{self._filepath}: no such file (given as {self._parameter})")
         data = NpyDataset(filepath=self._filepath, allow_pickle=True).load()
         try:
-            return kalm_prompt_tasks(data, self._filepath, self._level)
+            return self._convert(data, self._filepath, self._level)
         except ValueError as exc:
             raise DatasetError(str(exc)) from exc
 
@@ -119,15 +125,10 @@ class KalmRolloutsDataset(KalmPromptsDataset):
     kalm_imagined_data=PATH``, ``kalm_imagined_level=LEVEL`` when the name does not say),
     or ``None`` when no file is given."""
 
-    def load(self) -> dict[str, Any] | None:
+    _parameter = "kalm_imagined_data"
+
+    @staticmethod
+    def _convert(data: Any, source: str, level: str | None) -> dict[str, Any]:
         from leap_kalm.envs.kalm_format import kalm_rollout_lists
 
-        if self._filepath is None:
-            return None
-        if not os.path.exists(self._filepath):
-            raise DatasetError(f"{self._filepath}: no such file (given as kalm_imagined_data)")
-        data = NpyDataset(filepath=self._filepath, allow_pickle=True).load()
-        try:
-            return kalm_rollout_lists(data, self._filepath, self._level)
-        except ValueError as exc:
-            raise DatasetError(str(exc)) from exc
+        return kalm_rollout_lists(data, source, level)

@@ -278,6 +278,21 @@ def canonical_kalm_dataset(data: Any, source: str) -> dict[str, Any]:
 PROMPT_LEVELS = ("real", "rephrase", "easy", "hard")
 
 
+def _require_lists(data: Any, source: str, keys: tuple[str, ...], what: str) -> None:
+    """``data`` is a dict holding ``keys`` (KALM's prompt and rollout files)."""
+    if not isinstance(data, Mapping):
+        _fail(source, f"expected a dict of per-trajectory lists, got {type(data).__name__}")
+    missing = [k for k in keys if k not in data]
+    if missing:
+        _fail(source, f"missing key(s) {missing}; {what} hold(s) {', '.join(keys)}")
+
+
+def _level_in_name(source: str) -> str | None:
+    """The one goal level a file's name mentions (``clevr_rephrase_prompt.npy``), else None."""
+    named = [name for name in PROMPT_LEVELS if name in str(source).rsplit("/", 1)[-1]]
+    return named[0] if len(named) == 1 else None
+
+
 def kalm_prompt_tasks(data: Any, source: str, level: str | None = None) -> dict[str, Any]:
     """The imagination tasks in KALM's prompt file (as its ``clevr_generate.py`` reads it).
 
@@ -294,24 +309,18 @@ def kalm_prompt_tasks(data: Any, source: str, level: str | None = None) -> dict[
     Raises:
         ValueError: Naming ``source`` and the key, trajectory or level at fault.
     """
-    if not isinstance(data, Mapping):
-        _fail(source, f"expected KALM's prompt dict, got {type(data).__name__}")
-    missing = [
-        k for k in ("number_of_objects", "instructions", "observations", "goals") if k not in data
-    ]
-    if missing:
+    _require_lists(
+        data,
+        source,
+        ("number_of_objects", "instructions", "observations", "goals"),
+        "a KALM prompt file",
+    )
+    level = level or _level_in_name(source)
+    if level is None:
         _fail(
             source,
-            f"missing key(s) {missing}; a KALM prompt file needs number_of_objects, instructions, observations and goals",
+            f"cannot tell the goal level from the file name; pass --params kalm_prompts_level=<{'|'.join(PROMPT_LEVELS)}>",
         )
-    if level is None:
-        named = [name for name in PROMPT_LEVELS if name in str(source).rsplit("/", 1)[-1]]
-        if len(named) != 1:
-            _fail(
-                source,
-                f"cannot tell the goal level from the file name; pass --params kalm_prompts_level=<{'|'.join(PROMPT_LEVELS)}>",
-            )
-        level = named[0]
     if level not in PROMPT_LEVELS:
         _fail(source, f"goal level {level!r} is not one of {PROMPT_LEVELS}")
     n = len(data["instructions"])
@@ -359,17 +368,10 @@ def kalm_rollout_lists(data: Any, source: str, level: str | None = None) -> dict
     Raises:
         ValueError: Naming ``source`` and the key or trajectory at fault.
     """
-    if not isinstance(data, Mapping):
-        _fail(source, f"expected KALM's rollout dict, got {type(data).__name__}")
-    missing = [k for k in ("observations", "actions", "goals", "instructions") if k not in data]
-    if missing:
-        _fail(
-            source,
-            f"missing key(s) {missing}; KALM's rollout files hold observations, actions, goals and instructions",
-        )
-    if level is None:
-        named = [name for name in PROMPT_LEVELS if name in str(source).rsplit("/", 1)[-1]]
-        level = named[0] if len(named) == 1 else None
+    _require_lists(
+        data, source, ("observations", "actions", "goals", "instructions"), "KALM's rollout files"
+    )
+    level = level or _level_in_name(source)
     n = len(data["observations"])
     for key in ("actions", "goals", "instructions"):
         if len(data[key]) != n:

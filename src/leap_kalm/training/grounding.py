@@ -100,6 +100,7 @@ def train_grounding(
         save_strategy="no",
         report_to=[],
         remove_unused_columns=False,
+        train_sampling_strategy="group_by_length",  # records run 13-125+ tokens: batch alike lengths
         ddp_find_unused_parameters=False,
     )
     pad_id = tokenizer.pad_token_id

@@ -55,7 +55,13 @@ def test_type_reward_levels():
         (("a", "b", "c", "d", "e"), ("a",), False, 0.2, 0.5),  # 20%: no match
         (("a", "b", "c", "d", "e"), ("a",), True, 0.2, 1.0),  # ... unless query or category match
         (("a",) + tuple("bcdefghijk"), ("a",), True, 1 / 11, 0.1),  # under 10%
-        (("a", "a", "b"), ("a",), False, 1 / 3, 1.0),  # a repeated goal noun counts twice below the line
+        (
+            ("a", "a", "b"),
+            ("a",),
+            False,
+            1 / 3,
+            1.0,
+        ),  # a repeated goal noun counts twice below the line
         ((), ("a",), False, 0.2, 0.5),  # a goal name without nouns
     ],
 )

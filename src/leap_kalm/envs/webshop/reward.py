@@ -76,10 +76,14 @@ def _category_path(text: str) -> set[str]:
     return {part.strip() for part in text.split("›")}
 
 
-def get_type_reward(purchased_product: Mapping[str, Any], goal: Mapping[str, Any]) -> dict[str, Any]:
+def get_type_reward(
+    purchased_product: Mapping[str, Any], goal: Mapping[str, Any]
+) -> dict[str, Any]:
     """Whether the purchase is the goal's kind of product: ``r_type`` and what it rests on."""
     query_match = purchased_product["query"] == goal["query"]
-    shared = _category_path(purchased_product["product_category"]) & _category_path(goal["product_category"])
+    shared = _category_path(purchased_product["product_category"]) & _category_path(
+        goal["product_category"]
+    )
     category_match = len(shared) >= 2
     wanted = _nouns(goal["name"])  # every noun counts, repeats too (as WebShop counted)
     got = set(_nouns(purchased_product["name"]))
@@ -97,7 +101,9 @@ def get_type_reward(purchased_product: Mapping[str, Any], goal: Mapping[str, Any
     }
 
 
-def get_attribute_reward(purchased_product: Mapping[str, Any], goal: Mapping[str, Any]) -> tuple[float, int]:
+def get_attribute_reward(
+    purchased_product: Mapping[str, Any], goal: Mapping[str, Any]
+) -> tuple[float, int]:
     """``(share of goal attributes the product has, how many)``."""
     matches = 0
     for wanted in goal["attributes"]:
@@ -122,7 +128,9 @@ def _option_text(option: Any) -> str:
     return str(option)
 
 
-def get_option_reward(purchased_options: Iterable[Any], goal_options: Iterable[Any]) -> tuple[float | None, int]:
+def get_option_reward(
+    purchased_options: Iterable[Any], goal_options: Iterable[Any]
+) -> tuple[float | None, int]:
     """``(share of goal options chosen, how many)``; ``None`` share when the goal has none."""
     chosen = [normalize_color(_option_text(o)) for o in purchased_options]
     wanted = [normalize_color(_option_text(o)) for o in goal_options]
@@ -140,7 +148,9 @@ def get_reward(
     """WebShop's reward for buying ``purchased_product`` at ``price`` with ``options``
     (option name -> chosen value) towards ``goal``; with ``verbose``, also the parts."""
     goal_options = goal["goal_options"]
-    goal_options = list(goal_options.items()) if isinstance(goal_options, Mapping) else list(goal_options)
+    goal_options = (
+        list(goal_options.items()) if isinstance(goal_options, Mapping) else list(goal_options)
+    )
     type_reward = get_type_reward(purchased_product, goal)
     r_price = (price <= goal["price_upper"]) if goal["price_upper"] > 0 else None
     r_att, n_att = get_attribute_reward(purchased_product, goal)

@@ -1,0 +1,93 @@
+"""The WebShop-compatible shop: bm25s search, result pages, item pages, options, buying with
+WebShop's reward, invalid actions, the step cap, WebShop's text_rich observations."""
+
+from __future__ import annotations
+
+import pytest
+
+from leap_kalm.envs.webshop.catalog import (
+    generate_catalog,
+    human_goals,
+    load_products,
+    product_prices,
+)
+from leap_kalm.envs.webshop.env import SEARCH_TEMPLATE, Shop, WebShopEnv, parse_action
+
+
+@pytest.fixture(scope="module")
+def shop_and_goals():
+    products = load_products(generate_catalog(300, seed=2))
+    prices = product_prices(products, seed=0)
+    return Shop(products, prices), human_goals(products, prices, seed=233)
+
+
+def _go_to_item(env, asin):
+    """Search the product's own name and page through the results to it."""
+    env.step(f"search[{env.shop.by_asin[asin]['Title']}]")
+    while f"click[{asin}]" not in env.candidate_actions():
+        assert "click[next >]" in env.candidate_actions(), "the product is in the top 50"
+        env.step("click[next >]")
+    return env.step(f"click[{asin}]")
+
+
+def test_buying_the_goal_product_with_its_options_scores_one(shop_and_goals):
+    shop, goals = shop_and_goals
+    goal = goals[0]
+    env = WebShopEnv(shop, goal)
+    observation, info = env.reset()
+    assert observation.startswith("WebShop [SEP] Instruction: [SEP] ") and info[
+        "admissible_commands"
+    ] == [SEARCH_TEMPLATE]
+    observation, *_ = _go_to_item(env, goal["asin"].lower())
+    assert "[button] Buy Now [button_]" in observation and env.page == "item"
+    for option in goal["goal_options"]:
+        observation, *_ = env.step(f"click[{option}]")
+        assert f"[clicked button] {option} [clicked button_]" in observation
+    _, reward, done, truncated, info = env.step("click[buy now]")
+    assert reward == pytest.approx(1.0) and done and not truncated and info["won"]
+    assert info["admissible_commands"] == []
+
+
+def test_a_wrong_purchase_scores_what_the_reward_gives(shop_and_goals):
+    shop, goals = shop_and_goals
+    goal = goals[1]
+    other = next(p for p in shop.products if p["category"] != goal["category"])
+    env = WebShopEnv(shop, goal)
+    env.reset()
+    _go_to_item(env, other["asin"].lower())
+    _, reward, done, _, info = env.step("click[buy now]")
+    assert done and reward < 1.0 and not info["won"]
+
+
+def test_pages_link_as_webshop_does(shop_and_goals):
+    shop, goals = shop_and_goals
+    env = WebShopEnv(shop, goals[2])
+    env.reset()
+    observation, *_ = env.step("search[shampoo]")
+    assert env.page == "results" and "Page 1 (Total results: " in observation
+    assert env.candidate_actions()[:2] == ["click[back to search]", "click[next >]"]
+    first = env.candidate_actions()[2]
+    env.step("click[next >]")
+    assert "click[< prev]" in env.candidate_actions() and first not in env.candidate_actions()
+    env.step("click[< prev]")
+    env.step(first)
+    observation, *_ = env.step("click[features]")
+    assert env.candidate_actions() == ["click[back to search]", "click[< prev]"]
+    env.step("click[< prev]")
+    assert env.page == "item" and "click[buy now]" in env.candidate_actions()
+    env.step("click[< prev]")
+    assert env.page == "results"
+    env.step("click[back to search]")
+    assert env.page == "search"
+
+
+def test_unavailable_actions_change_nothing_and_the_step_cap_ends_the_episode(shop_and_goals):
+    shop, goals = shop_and_goals
+    env = WebShopEnv(shop, goals[3], max_steps=3)
+    start, _ = env.reset()
+    for action in ("click[buy now]", "search[<query>]"):
+        observation, reward, done, truncated, _ = env.step(action)
+        assert (observation, reward, done, truncated) == (start, 0.0, False, False)
+    *_, truncated, _ = env.step("go to the shop")[1:]
+    assert truncated
+    assert parse_action(" Click[Buy Now] ") == ("click", "buy now") and parse_action("buy") is None

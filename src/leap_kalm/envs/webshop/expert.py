@@ -1,0 +1,103 @@
+"""The privileged expert shopper: from any page, the next action towards the goal product.
+
+It knows the goal's product (``asin``) and options, as WebShop's human demonstrations in
+effect did. It searches the goal's instruction (without the price clause); when the
+product is not among the results it searches the product's own title; it pages through
+the results to the product, opens it, chooses each goal option and buys. Being a function
+of the page, it also says what to do after any student action (the teacher's replay).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leap_kalm.envs.webshop.env import RESULTS_PER_PAGE, WebShopEnv
+from leap_kalm.schemas import Trajectory, make_trajectory
+
+
+def goal_query(goal: dict[str, Any]) -> str:
+    """The instruction without its price clause: what a shopper types first."""
+    return goal["instruction_text"].split(", and price lower than")[0].strip().lower()
+
+
+def _wanted_options(env: WebShopEnv) -> dict[str, str]:
+    """Option name -> the goal's value, for the options the goal product offers."""
+    product = env.shop.by_asin[env.goal["asin"].lower()]
+    wanted = {}
+    for name, values in product["options"].items():
+        for option in env.goal["goal_options"]:
+            if str(option).lower() in values:
+                wanted[name] = str(option).lower()
+    return wanted
+
+
+def expert_action(env: WebShopEnv) -> tuple[str, str]:
+    """``(action, hint-only reason)``: the expert's next action on ``env``'s current page."""
+    target = env.goal["asin"].lower()
+    if env.page == "search":
+        if env._query == goal_query(env.goal) and target not in env._results:
+            title = env.shop.by_asin[target]["Title"].lower()
+            return (
+                f"search[{title}]",
+                "The first search missed the item; a search with a product name narrows it down.",
+            )
+        return (
+            f"search[{goal_query(env.goal)}]",
+            "Searching the words of the instruction finds matching products.",
+        )
+    if env.page == "results":
+        if target in env._results:
+            page = env._results.index(target) // RESULTS_PER_PAGE + 1
+            if page == env._page_no:
+                return (
+                    f"click[{target}]",
+                    "This result matches the kind of product and the attributes asked for.",
+                )
+            if page > env._page_no:
+                return (
+                    "click[next >]",
+                    "No result on this page fits every requirement; the next page may.",
+                )
+            return "click[< prev]", "A better match was on an earlier page."
+        return "click[back to search]", "None of these results fits; a different search is needed."
+    if env._asin != target:
+        return (
+            "click[< prev]",
+            "This item does not match the requested attributes; go back to the results.",
+        )
+    if env._sub is not None:
+        return "click[< prev]", "The details are read; back to the item to choose its options."
+    for name, value in _wanted_options(env).items():
+        if env._options.get(name) != value:
+            return f"click[{value}]", f"The instruction asks for {value}."
+    return "click[buy now]", "The item and its options match the instruction and the price limit."
+
+
+def run_expert_episode(env: WebShopEnv, game: dict[str, Any], max_steps: int) -> Trajectory:
+    """Play one goal with the expert; a trajectory record (``score``: WebShop's reward)."""
+    observation, info = env.reset()
+    steps, reward, done = [], 0.0, False
+    for _ in range(max_steps):
+        action, reason = expert_action(env)
+        steps.append(
+            {
+                "observation": observation,
+                "candidate_actions": list(info["admissible_commands"]),
+                "reason": reason,
+                "action": action,
+            }
+        )
+        observation, reward, done, truncated, info = env.step(action)
+        if done or truncated:
+            break
+    return make_trajectory(
+        env="webshop",
+        game_id=game["game_id"],
+        split=game["split"],
+        task=env.goal["instruction_text"],
+        task_type=game["task_type"],
+        model_id="expert",
+        steps=steps,
+        success=bool(done and reward >= 1.0),
+        score=reward if done else 0.0,
+    )

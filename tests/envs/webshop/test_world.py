@@ -1,0 +1,53 @@
+"""WebShop's world surface: goals as games per LEAP split, the expert, the privileged state."""
+
+from __future__ import annotations
+
+import pytest
+
+from leap_kalm.envs.webshop import world
+
+
+@pytest.fixture(scope="module")
+def games_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("webshop"))
+
+
+def test_splits_index_the_shuffled_goals(games_dir):
+    test = world.list_games("test", None, games_dir=games_dir)
+    eval_ = world.list_games("eval", 5, games_dir=games_dir)
+    train = world.list_games("train", 20, games_dir=games_dir)
+    assert len(test) == 41 and len(eval_) == 5 and len(train) == 20
+    assert [g["goal_index"] for g in eval_] == list(range(41, 46))
+    assert {g["game_id"] for g in test}.isdisjoint(g["game_id"] for g in train)
+    assert world.list_games("test", None, games_dir=games_dir) == test  # reused, same goals
+    with pytest.raises(ValueError, match="splits"):
+        world.list_games("valid_seen", 1, games_dir=games_dir)
+    with pytest.raises(FileNotFoundError, match=r"WEBSHOP_DATA"):
+        world.list_games("test", 1, source="real")
+
+
+def test_the_expert_buys_the_goal_product_and_the_task_parses(games_dir):
+    for game in world.list_games("train", 10, games_dir=games_dir):
+        trajectory = world.run_expert(game, max_steps=15, seed=0)
+        assert trajectory["success"] and trajectory["score"] == pytest.approx(1.0)
+        first = trajectory["steps"][0]
+        assert world.parse_task(first["observation"]) == trajectory["task"]
+        assert (
+            first["action"].startswith("search[")
+            and trajectory["steps"][-1]["action"] == "click[buy now]"
+        )
+        assert all(
+            s["action"] in s["candidate_actions"] or s["action"].startswith("search[")
+            for s in trajectory["steps"]
+        )
+
+
+def test_the_privileged_state_names_the_target(games_dir):
+    game = world.list_games("eval", 1, games_dir=games_dir)[0]
+    state = world.privileged_state(game)
+    env = world.make_env(game, 15)
+    assert (
+        state["asin"] == env.goal["asin"].lower() and state["attributes"] == env.goal["attributes"]
+    )
+    text = world.render_privileged(state)
+    assert state["asin"] in text and "Price limit: $" in text

@@ -212,14 +212,14 @@ class ScriptedAlfWorldTeacher:
     Attributes:
         realizability: Percentage (0–100) of corrected reasons allowed to reveal the
             privileged location of the target object (0 = LEAP's hint-only teacher).
-        game_paths: ``game_id`` → ``game.tw-pddl`` of every game it may correct (the
-            planner replays the student's actions in the game itself).
+        games: ``game_id`` → games-index entry of every game it may correct (the planner
+            replays the student's actions in the entry's ``game.tw-pddl``).
         corrects: ``mistakes`` (what the student could have known better) or ``plan``
             (every step off the optimal plan); see the module docstring.
     """
 
     realizability: float = 0.0
-    game_paths: dict[str, str] = field(default_factory=dict)
+    games: dict[str, dict[str, Any]] = field(default_factory=dict)
     corrects: str = "mistakes"
     kind: str = "scripted"
 
@@ -265,13 +265,13 @@ class ScriptedAlfWorldTeacher:
     def correct(self, trajectory: dict[str, Any], privileged: dict[str, Any]) -> Correction:
         """Correct a failed student trajectory step by step (see module docstring)."""
         game = trajectory["game_id"]
-        if game not in self.game_paths:
+        if game not in self.games:
             raise KeyError(
                 f"the scripted ALFWorld teacher has no game file for {game!r}: build it with "
                 "the games index that holds the trajectory's game (make_teacher(..., games=...))"
             )
         steps = trajectory["steps"]
-        plans = replay_plans(self.game_paths[game], [s["action"] for s in steps])
+        plans = replay_plans(self.games[game]["path"], [s["action"] for s in steps])
         task, seen = _TaskView.from_privileged(privileged), _SeenState()
         chosen = []
         for t, step in enumerate(steps):

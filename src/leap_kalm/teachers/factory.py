@@ -60,9 +60,8 @@ def _scripted(world: str, config: TeacherParams, games: list[dict[str, Any]]) ->
             f"no scripted teacher for world {world!r} (scripted teachers: "
             f"{', '.join(SCRIPTED_TEACHERS)}); use teacher.kind: llm"
         )
-    paths = {g["game_id"]: g["path"] for g in games if "path" in g}
     return _load(SCRIPTED_TEACHERS[world])(
-        config.realizability, game_paths=paths, corrects=config.corrects
+        config.realizability, games={g["game_id"]: g for g in games}, corrects=config.corrects
     )
 
 

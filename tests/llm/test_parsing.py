@@ -70,6 +70,7 @@ def test_normalize_and_counts():
     answers = [parse_answer(t, CANDIDATES) for t in ("ACTION: look", "ACTION: LOOK", "ACTION: xyz")]
     assert count_repairs(answers) == {
         "exact": 1,
+        "template": 0,
         "normalized": 1,
         "fuzzy": 0,
         "unmatched": 1,
@@ -77,3 +78,22 @@ def test_normalize_and_counts():
         "scored": 0,
     }
     assert match_candidate("look", []) == ("look", "unmatched", 0.0)
+
+
+def test_a_filled_template_is_an_action_of_its_own():
+    """WebShop lists `search[<query>]`: any filled-in query is admissible as written."""
+    from leap_kalm.llm.parsing import fill_template, match_candidate
+
+    candidates = ["search[<query>]"]
+    assert match_candidate("search[red running shoes size 10]", candidates) == (
+        "search[red running shoes size 10]", "template", 100.0
+    )  # fmt: skip
+    assert match_candidate("Search[mug]", candidates)[1] == "template"
+    assert match_candidate("search[<query>]", candidates)[1] == "unmatched"
+    for not_filled in ("search[<query>]", "search[]", "search[ ]", "click[buy now]"):
+        assert fill_template(not_filled, candidates) is None, not_filled
+    assert match_candidate("click[buy now]", ["click[buy now]", "search[<query>]"])[1] == "exact"
+    from leap_kalm.llm.parsing import is_admissible
+
+    assert is_admissible("search[mug]", candidates) and is_admissible("look", ["look"])
+    assert not is_admissible("search[<query>]", candidates) and not is_admissible("fly", ["look"])

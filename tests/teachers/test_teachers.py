@@ -181,6 +181,16 @@ def test_validate_correction_names_the_problem():
         )
     with pytest.raises(CorrectionError, match="has 0 steps, trajectory 1"):
         validate_correction({**good, "steps": []}, trajectory)
+    shop = {
+        "game_id": "w",
+        "steps": [{"candidate_actions": ["search[<query>]"], "action": "x", "observation": "o"}],
+    }
+    search = {**good["steps"][0], "corrected_action": "search[blue mug]"}
+    assert validate_correction({**good, "steps": [search]}, shop)["steps"][0] is search
+    with pytest.raises(CorrectionError, match="corrected action 'search\\[<query>\\]'"):
+        validate_correction(
+            {**good, "steps": [{**search, "corrected_action": "search[<query>]"}]}, shop
+        )
 
 
 class _ScriptedClient:

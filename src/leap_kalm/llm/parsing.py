@@ -12,7 +12,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-REPAIRS = ("exact", "normalized", "fuzzy", "unmatched", "empty", "scored")
+REPAIRS = ("exact", "template", "normalized", "fuzzy", "unmatched", "empty", "scored")
+_PLACEHOLDER = re.compile(r"<[^<>]+>")
 
 _SECTION = re.compile(r"^\W*(reason|action)\W*:\s*(.*)$", re.IGNORECASE)
 _WRAPPERS = " \t`*_\"'"
@@ -79,14 +80,46 @@ def split_answer(text: str) -> tuple[str, str]:
     return reason, ""
 
 
+def fill_template(raw_action: str, candidates: Sequence[str]) -> str | None:
+    """``raw_action`` when it fills a candidate template such as WebShop's
+    ``search[<query>]`` (free text in place of the ``<...>`` part, not the placeholder
+    itself), else ``None``."""
+    action = raw_action.strip()
+    for candidate in candidates:
+        if not _PLACEHOLDER.search(candidate):
+            continue
+        prefix, _, rest = candidate.partition(_PLACEHOLDER.search(candidate).group(0))
+        pattern = re.escape(prefix) + r"(?P<text>.+)" + re.escape(rest)
+        match = re.fullmatch(pattern, action, flags=re.IGNORECASE | re.DOTALL)
+        if (
+            match
+            and match.group("text").strip()
+            and not _PLACEHOLDER.fullmatch(match.group("text").strip())
+        ):
+            return action
+    return None
+
+
+def is_admissible(action: str, candidates: Sequence[str]) -> bool:
+    """Whether ``action`` is one of ``candidates`` or fills one of their templates."""
+    if _PLACEHOLDER.search(action):  # a template itself is not an action
+        return False
+    return action in candidates or fill_template(action, candidates) is not None
+
+
 def match_candidate(
     raw_action: str, candidates: Sequence[str], fuzzy_cutoff: float = 80.0
 ) -> tuple[str, str, float]:
     """Map a raw action onto the candidates: ``(action, repair, score)``."""
     if not raw_action.strip():
         return "", "empty", 0.0
+    if _PLACEHOLDER.search(raw_action):  # a template copied as it stands is not an action
+        return raw_action.strip(), "unmatched", 0.0
     if raw_action in candidates:
         return raw_action, "exact", 100.0
+    filled = fill_template(raw_action, candidates)
+    if filled is not None:
+        return filled, "template", 100.0
     normalized = normalize_action(raw_action)
     by_norm = {normalize_action(c): c for c in candidates}
     if normalized in by_norm:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from leap_kalm.llm.parsing import is_admissible
 from leap_kalm.schemas import Correction
 
 CORRECTED_STEP_KEYS = (
@@ -50,7 +51,8 @@ def validate_correction(correction: dict[str, Any], trajectory: dict[str, Any]) 
 
     Raises:
         CorrectionError: Naming the game and step: wrong length, missing keys, or a corrected
-            action that is not one of that step's candidates.
+            action that is neither one of that step's candidates nor fills one of their
+            templates (WebShop's ``search[<query>]``).
     """
     game = trajectory.get("game_id", "?")
     steps = correction.get("steps")
@@ -64,7 +66,7 @@ def validate_correction(correction: dict[str, Any], trajectory: dict[str, Any]) 
         missing = [k for k in CORRECTED_STEP_KEYS if k not in step]
         if missing:
             raise CorrectionError(f"{game}, step {t}: missing keys {missing}")
-        if step["corrected_action"] not in original["candidate_actions"]:
+        if not is_admissible(step["corrected_action"], original["candidate_actions"]):
             raise CorrectionError(
                 f"{game}, step {t}: corrected action {step['corrected_action']!r} is not among the step's candidates"
             )

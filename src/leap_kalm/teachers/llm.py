@@ -50,7 +50,7 @@ def _corrected_step(t: int, entry: Any, step: dict[str, Any]) -> dict[str, Any]:
     ):
         raise CorrectionError(f"entry {t} lacks corrected_reason or corrected_action")
     action, repair, _ = match_candidate(str(entry["corrected_action"]), step["candidate_actions"])
-    if repair not in ("exact", "normalized", "fuzzy"):
+    if repair not in ("exact", "template", "normalized", "fuzzy"):
         raise CorrectionError(
             f"entry {t}: {entry['corrected_action']!r} is not one of its candidate_actions"
         )

@@ -9,6 +9,7 @@ from typing import Any
 
 from leap_kalm.envs.registry import episode_specs
 from leap_kalm.isolation import in_fresh_process
+from leap_kalm.llm.parsing import is_admissible
 from leap_kalm.pipelines.leap_iteration import trained_student
 from leap_kalm.pipelines.params import LeapParams
 from leap_kalm.progress import track
@@ -122,7 +123,9 @@ def success_row(trajectories: list[dict[str, Any]]) -> dict[str, Any]:
         "ci_high": high,
         "mean_actions": sum(t["num_actions"] for t in trajectories) / n,
         "mean_actions_won": (sum(t["num_actions"] for t in wins) / len(wins)) if wins else None,
-        "invalid_action_rate": sum(s["action"] not in s["candidate_actions"] for s in steps)
+        "invalid_action_rate": sum(
+            not is_admissible(s["action"], s["candidate_actions"]) for s in steps
+        )
         / max(len(steps), 1),
         "repeat_rate": repeats / max(len(steps), 1),
         "n": n,

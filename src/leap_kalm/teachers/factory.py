@@ -20,6 +20,7 @@ from leap_kalm.teachers.base import Teacher
 
 SCRIPTED_TEACHERS: dict[str, str] = {
     "alfworld": "leap_kalm.teachers.alfworld:ScriptedAlfWorldTeacher",
+    "webshop": "leap_kalm.teachers.webshop:ScriptedWebShopTeacher",
 }
 
 

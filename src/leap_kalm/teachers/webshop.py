@@ -1,0 +1,134 @@
+"""Scripted privileged teacher for WebShop.
+
+It replays the student's own actions in the shop and asks the privileged expert
+(``envs.webshop.expert.expert_action``) for the next action *from the page the student
+actually reached*. With ``corrects: mistakes`` (default) a student action stands when it
+is the expert's or when it makes progress the student could see: a search whose results
+hold the goal product, paging on towards it, opening it, or choosing an option the
+instruction asks for. Everything else (an invalid action, an item that does not match,
+buying with options missing, reading pages while the goal is in reach) is corrected to
+the expert's action. ``corrects: plan`` corrects every step off the expert's path.
+
+Reasons are hint-only: they cite the instruction's words and what the page shows, never
+the goal product's identifier. ``realizability`` (0-100) is the share of corrected reasons
+allowed to name it, as the ALFWorld teacher's knob.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from leap_kalm.schemas import Correction
+
+CORRECTS = ("mistakes", "plan")
+
+
+def _progress(env: Any, action: str, best: str) -> bool:
+    """Whether a valid student ``action`` moves towards the goal product as far as the
+    student could tell (see the module docstring)."""
+    from leap_kalm.envs.webshop.env import parse_action
+
+    parsed = parse_action(action)
+    if parsed is None or action == best:
+        return action == best
+    kind, argument = parsed
+    target = env.goal["asin"].lower()
+    if kind == "search":
+        return env.page == "search" and target in env.shop.search(argument)
+    if env.page == "results":
+        return argument == "next >" and best == "click[next >]"
+    if env.page == "item" and env._asin == target and env._sub is None:
+        wanted = {str(o).lower() for o in env.goal["goal_options"]}
+        return argument in wanted and argument not in env._options.values()
+    return False
+
+
+@dataclass
+class ScriptedWebShopTeacher:
+    """Privileged teacher for WebShop driven by the expert shopper.
+
+    Attributes:
+        realizability: Percentage (0-100) of corrected reasons allowed to name the goal
+            product (0 = LEAP's hint-only teacher).
+        games: ``game_id`` -> games-index entry of every goal it may correct.
+        corrects: ``mistakes`` or ``plan`` (see the module docstring).
+    """
+
+    realizability: float = 0.0
+    games: dict[str, dict[str, Any]] = field(default_factory=dict)
+    corrects: str = "mistakes"
+    kind: str = "scripted"
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.realizability <= 100:
+            raise ValueError(f"realizability must be within 0..100, got {self.realizability}")
+        if self.corrects not in CORRECTS:
+            raise ValueError(f"corrects must be one of {CORRECTS}, got {self.corrects!r}")
+
+    def usage(self) -> dict[str, Any]:
+        """A scripted teacher spends no tokens."""
+        return {}
+
+    def _env(self, trajectory: dict[str, Any]) -> Any:
+        from leap_kalm.envs.webshop.world import make_env
+
+        game = trajectory["game_id"]
+        if game not in self.games:
+            raise KeyError(
+                f"the scripted WebShop teacher has no goal {game!r}: build it with the games "
+                "index that holds the trajectory's goal (make_teacher(..., games=...))"
+            )
+        env = make_env(self.games[game], max_steps=len(trajectory["steps"]) + 1)
+        env.reset()
+        return env
+
+    def annotate(self, trajectory: dict[str, Any], privileged: dict[str, Any]) -> list[str]:
+        """A hint-only reason for every step of an expert trajectory."""
+        from leap_kalm.envs.webshop.expert import expert_action
+
+        env, reasons = self._env(trajectory), []
+        for step in trajectory["steps"]:
+            best, reason = expert_action(env)
+            reasons.append(
+                reason if step["action"] == best else "This step follows the instruction."
+            )
+            env.step(step["action"])
+        return reasons
+
+    def correct(self, trajectory: dict[str, Any], privileged: dict[str, Any]) -> Correction:
+        """Correct a failed student trajectory step by step (see the module docstring)."""
+        from leap_kalm.envs.webshop.expert import expert_action
+
+        env, steps = self._env(trajectory), []
+        for t, step in enumerate(trajectory["steps"]):
+            best, reason = expert_action(env)
+            original = step["action"]
+            keep = original == best or (
+                self.corrects == "mistakes" and _progress(env, original, best)
+            )
+            if not keep and self._reveal(trajectory["game_id"], t):
+                reason += f" The product to buy is {env.goal['asin']}."
+            steps.append(
+                {
+                    "timestep": t,
+                    "original_observation": step["observation"],
+                    "original_reason": step.get("reason", ""),
+                    "original_action": original,
+                    "corrected_reason": step.get("reason", "") or reason if keep else reason,
+                    "corrected_action": original if keep else best,
+                    "is_corrected": not keep,
+                }
+            )
+            env.step(original)
+        n_fixed = sum(s["is_corrected"] for s in steps)
+        return {
+            "game_id": trajectory["game_id"],
+            "summary": f"{n_fixed} of {len(steps)} steps corrected: search with the instruction's "
+            "words, open the item that matches them, choose the options asked for, then buy.",
+            "steps": steps,
+        }
+
+    def _reveal(self, game_id: str, t: int) -> bool:
+        return zlib.crc32(f"{game_id}:{t}".encode()) % 100 < self.realizability

@@ -1,0 +1,82 @@
+"""The scripted WebShop teacher: hint-only corrections from the expert, progress kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from leap_kalm.envs.webshop import world
+from leap_kalm.envs.webshop.expert import goal_query
+from leap_kalm.teachers import make_teacher, validate_correction
+
+
+@pytest.fixture(scope="module")
+def games(tmp_path_factory):
+    return world.list_games("train", 6, games_dir=str(tmp_path_factory.mktemp("webshop")))
+
+
+def _play(game, actions):
+    env = world.make_env(game, 15)
+    observation, info = env.reset()
+    steps = []
+    for action in actions:
+        steps.append(
+            {
+                "observation": observation,
+                "candidate_actions": info["admissible_commands"],
+                "reason": "",
+                "action": action,
+            }
+        )
+        observation, _, done, _, info = env.step(action)
+        if done:
+            break
+    return {"game_id": game["game_id"], "steps": steps}
+
+
+def test_a_failed_shopper_is_corrected_where_it_went_wrong(games):
+    game = games[0]
+    teacher = make_teacher("webshop", {"kind": "scripted"}, games)
+    env = world.make_env(game, 15)
+    query = goal_query(env.goal)
+    wrong = (
+        "click["
+        + next(p["asin"].lower() for p in env.shop.products if p["asin"] != env.goal["asin"])
+        + "]"
+    )
+    trajectory = _play(game, ["click[buy now]", f"search[{query}]", "click[back to search]"])
+    correction = validate_correction(
+        teacher.correct(trajectory, world.privileged_state(game)), trajectory
+    )
+    fixed = [
+        (s["original_action"], s["corrected_action"], s["is_corrected"])
+        for s in correction["steps"]
+    ]
+    assert fixed[0] == ("click[buy now]", f"search[{query}]", True)  # invalid on the search page
+    target_found = env.goal["asin"].lower() in env.shop.search(query)
+    assert fixed[1] == (f"search[{query}]", f"search[{query}]", False)
+    assert fixed[2][2] is target_found  # leaving results that hold the product is a mistake
+    for step in correction["steps"]:
+        assert (
+            env.goal["asin"] not in step["corrected_reason"]
+            and env.goal["asin"].lower() not in step["corrected_reason"]
+        )
+
+
+def test_plan_mode_corrects_every_step_off_the_expert_path(games):
+    game = games[1]
+    trajectory = _play(game, ["search[anything at all]"])
+    plan = make_teacher("webshop", {"kind": "scripted", "corrects": "plan"}, games).correct(
+        trajectory, {}
+    )
+    env = world.make_env(game, 15)
+    assert plan["steps"][0]["corrected_action"] == f"search[{goal_query(env.goal)}]"
+    assert plan["steps"][0]["is_corrected"]
+
+
+def test_expert_steps_get_the_experts_reasons(games):
+    game = games[2]
+    expert = world.run_expert(game, 15, 0)
+    teacher = make_teacher("webshop", {"kind": "scripted"}, games)
+    assert teacher.annotate(expert, {}) == [s["reason"] for s in expert["steps"]]
+    with pytest.raises(KeyError, match="no goal 'webshop-train-999'"):
+        teacher.correct({**expert, "game_id": "webshop-train-999"}, {})

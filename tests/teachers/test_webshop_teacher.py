@@ -38,11 +38,6 @@ def test_a_failed_shopper_is_corrected_where_it_went_wrong(games):
     teacher = make_teacher("webshop", {"kind": "scripted"}, games)
     env = world.make_env(game, 15)
     query = goal_query(env.goal)
-    wrong = (
-        "click["
-        + next(p["asin"].lower() for p in env.shop.products if p["asin"] != env.goal["asin"])
-        + "]"
-    )
     trajectory = _play(game, ["click[buy now]", f"search[{query}]", "click[back to search]"])
     correction = validate_correction(
         teacher.correct(trajectory, world.privileged_state(game)), trajectory

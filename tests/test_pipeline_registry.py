@@ -157,3 +157,16 @@ def test_later_iterations_override_the_trainer_settings_from_iteration_1():
     assert iteration_settings({"learning_rate": 1e-4}, 1) == {"learning_rate": 1e-4}
     with pytest.raises(ValueError, match="unknown keys"):
         SFTParams.from_dict(iteration_settings({"later_iterations": {"learnin_rate": 1}}, 1))
+
+
+def test_training_nodes_are_tagged_gpu(pipelines):
+    tagged = {
+        n.name for n in pipelines["leap_iter"].nodes + pipelines["kalm"].nodes if "gpu" in n.tags
+    }
+    assert {"alfworld.train_sft_student_node", "alfworld.train_dpo_student_node"} <= tagged
+    assert {
+        "clevr.train_grounded_llm_node",
+        "clevr.train_real_policy_node",
+        "clevr.train_kalm_policy_node",
+    } <= tagged
+    assert "alfworld.build_sft_records_node" not in tagged

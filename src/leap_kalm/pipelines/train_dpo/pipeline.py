@@ -28,6 +28,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     ],
                     "student_dpo",
                     name="train_dpo_student_node",
+                    tags=["gpu"],
                 ),
             ]
         )

@@ -35,6 +35,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     ],
                     "student_sft",
                     name="train_sft_student_node",
+                    tags=["gpu"],
                 ),
             ]
         )

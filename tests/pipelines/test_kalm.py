@@ -51,3 +51,30 @@ def test_kalm_clevr_end_to_end(tiny_model_dir):
     ]  # fmt: skip
     assert (summary["n"] == 2).all() and np.all(summary["ci_low"] <= summary["success_rate"])
     assert catalog.load("clevr.policy_kalm").impl is not None
+
+
+def test_policies_are_evaluated_only_on_the_observation_layout_they_learnt():
+    """A Meta-World policy on our 39 numbers plays the env; one trained on KALM's 91-number
+    layout is reported as not evaluated (NaN, n = 0), not crashed into the env."""
+    from leap_kalm.pipelines.evaluate.kalm_nodes import evaluate_kalm_policies
+    from leap_kalm.training.offline_rl import OfflineRLParams, to_mdp_dataset, train_offline_rl
+    from tests.datasets.test_kalm_dataset import metaworld_layout
+
+    def fit(data):
+        dataset = to_mdp_dataset(data, lambda t: np.zeros((len(t), 384), np.float32), None)
+        return train_offline_rl(
+            dataset, None, OfflineRLParams(algo="BC", config={"batch_size": 4}, n_steps=2), False
+        )
+
+    ours = metaworld_layout()
+    ours["observations"] = ours["observations"][..., :39].astype(np.float32)
+    ours["next_observations"] = ours["next_observations"][..., :39].astype(np.float32)
+    from leap_kalm.envs.kalm_format import canonical_kalm_dataset
+
+    params = {"n_per_level": 1, "levels": ["easy"]}
+    table = evaluate_kalm_policies(
+        params, "metaworld",
+        real=fit(canonical_kalm_dataset(ours, "ours")),
+        kalm=fit(canonical_kalm_dataset(metaworld_layout(), "kalm")),
+    )  # fmt: skip
+    assert table["n"].tolist() == [1, 0] and np.isnan(table["success_rate"].iloc[1])

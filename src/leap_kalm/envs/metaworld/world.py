@@ -29,3 +29,34 @@ def generate_offline_data(settings: Any) -> dict[str, Any]:
         n_instructions=settings.n_instructions,
         **optional,
     )
+
+
+# -- evaluation of KALM policies -----------------------------------------------------------
+EVALUATION_LEVELS = ("real", "rephrase", "easy", "hard")
+
+
+class _LevelEnv:
+    """Episodes of one KALM level: ``reset(seed=s)`` plays task ``s mod n`` of the level's
+    tasks, with an instruction from the level's wordings."""
+
+    def __init__(self, level: str) -> None:
+        from .tasks import TASKS_BY_LEVEL
+
+        self.level, self.tasks, self._env = level, TASKS_BY_LEVEL[level], None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        from .env import MetaWorldTaskEnv
+
+        self._env = MetaWorldTaskEnv(self.tasks[(seed or 0) % len(self.tasks)], level=self.level)
+        observation, info = self._env.reset(seed=seed, options=options)
+        return observation, {**info, "instructions": [info["instruction"]]}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        return self._env.step(action)
+
+
+def make_env(level: str) -> Any:
+    """Meta-World episodes at a KALM level (evaluation of policies)."""
+    return _LevelEnv(level)

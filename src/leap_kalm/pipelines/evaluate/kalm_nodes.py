@@ -55,6 +55,19 @@ def evaluate_kalm_policies(kalm_params: dict[str, Any], world: str, **policies: 
     encoder = InstructionEncoder()
     rows = []
     for name, algo in policies.items():
+        observation_size = _observation_size(algo)
+        expected = module.make_env(levels[0]).reset(seed=config.seed)[0].shape[-1] + encoder.dim
+        if observation_size != expected:
+            logger.warning(
+                "%s %s policy sees %d numbers, the env gives %d (state + instruction): it was "
+                "trained on another observation layout (KALM's own files?) and is not evaluated here",
+                world, name, observation_size, expected,
+            )  # fmt: skip
+            rows += [
+                [world, name, level, float("nan"), float("nan"), float("nan"), 0]
+                for level in levels
+            ]
+            continue
         for level in levels:
             success = evaluate_policy(
                 algo,
@@ -68,3 +81,9 @@ def evaluate_kalm_policies(kalm_params: dict[str, Any], world: str, **policies: 
             rows.append([world, name, level, won / len(success), low, high, len(success)])
             logger.info("%s %s policy, %s goals: %d/%d", world, name, level, won, len(success))
     return pd.DataFrame(rows, columns=KALM_SUMMARY_COLUMNS)
+
+
+def _observation_size(algo: Any) -> int:
+    """How many numbers a fitted d3rlpy policy observes."""
+    shape = algo.impl.observation_shape
+    return int(shape[0] if isinstance(shape, (tuple, list)) else shape)

@@ -12,7 +12,13 @@ from kedro.io import DataCatalog
 from leap_kalm.pipeline_registry import STAGES, register_pipelines
 
 PROJECT = Path(__file__).resolve().parents[1]
-EXPECTED = set(STAGES) | {"leap_iter", "kalm", "__default__"}
+EXPECTED = set(STAGES) | {
+    "leap_iter",
+    "leap_iter_alfworld",
+    "leap_iter_webshop",
+    "kalm",
+    "__default__",
+}
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +36,24 @@ def _config(env: str):
     return loader["catalog"], loader["parameters"]
 
 
-def test_registry_lists_the_twelve_pipelines(pipelines):
+def test_registry_lists_the_stages_and_compositions(pipelines):
     assert set(pipelines) == EXPECTED
-    assert len(EXPECTED) == 13  # ten stages, two compositions, and __default__
+    assert len(EXPECTED) == 15  # ten stages, leap_iter (+ one per text world), kalm, __default__
+
+
+def test_worlds_outside_the_default_run_only_when_named(pipelines):
+    """WebShop is registered but not in `leap_iter` or `__default__`: the quick profile stays
+    ALFWorld's; `leap_iter_webshop` runs LEAP on WebShop alone."""
+
+    def worlds(name):
+        return {n.namespace.split(".")[0] for n in pipelines[name].nodes if n.namespace}
+
+    assert worlds("leap_iter") == worlds("leap_iter_alfworld") == {"alfworld"}
+    assert worlds("leap_iter_webshop") == {"webshop"}
+    assert "webshop" not in worlds("__default__") and "webshop" in worlds("correct")
+    assert {n.name.split(".", 1)[1] for n in pipelines["leap_iter_webshop"].nodes} == {
+        n.name.split(".", 1)[1] for n in pipelines["leap_iter"].nodes
+    }
 
 
 def test_default_pipeline_trains_nothing(pipelines):

@@ -6,6 +6,7 @@ import importlib
 
 from kedro.pipeline import Pipeline
 
+from leap_kalm.envs.registry import world_names
 from leap_kalm.pipelines.namespaces import KALM_WORLDS, LEAP_WORLDS
 
 STAGES = (
@@ -51,7 +52,10 @@ def register_pipelines() -> dict[str, Pipeline]:
         name: importlib.import_module(f"leap_kalm.pipelines.{name}.pipeline").create_pipeline()
         for name in STAGES
     }
-    pipelines["leap_iter"] = _compose(pipelines, LEAP_STAGES, LEAP_WORLDS)
+    default_text = world_names("text", default_only=True)
+    pipelines["leap_iter"] = _compose(pipelines, LEAP_STAGES, default_text)
+    for world in LEAP_WORLDS:  # one LEAP iteration on one text world: leap_iter_webshop
+        pipelines[f"leap_iter_{world}"] = _compose(pipelines, LEAP_STAGES, (world,))
     pipelines["kalm"] = _compose(pipelines, KALM_STAGES, KALM_WORLDS)
-    pipelines["__default__"] = _compose(pipelines, DATA_PREP_STAGES)
+    pipelines["__default__"] = _compose(pipelines, DATA_PREP_STAGES, default_text + KALM_WORLDS)
     return pipelines

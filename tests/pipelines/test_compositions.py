@@ -186,7 +186,7 @@ def test_iteration_0_train_select_evaluate_report(
             "alfworld.sft_records": sft_records_0[0],
             "alfworld.dpo_pairs": [],
             "alfworld.previous_student": None,
-            "leap_eval_history": [old_row],  # an earlier run of iteration 0: replaced
+            "alfworld.leap_eval_history": [old_row],  # an earlier run of iteration 0: replaced
             "params:alfworld.leap": LEAP,
             "params:alfworld.train_sft": TRAIN,
             "params:alfworld.train_dpo": TRAIN,
@@ -205,9 +205,9 @@ def test_iteration_0_train_select_evaluate_report(
     assert all(t["model_id"] == student.path for t in eval_rollouts)
     evaluation = catalog.load("alfworld.eval")
     assert evaluation["iteration"] == 0 and evaluation["env"] == "alfworld"
-    history = catalog.load("leap_eval_history_updated")
+    history = catalog.load("alfworld.leap_eval_history_updated")
     assert history == evaluation["rows"] and old_row not in history
-    table = catalog.load("leap_eval_summary")
+    table = catalog.load("alfworld.leap_eval_summary")
     import pandas as pd
 
     from leap_kalm.pipelines.evaluate.nodes import SUMMARY_COLUMNS
@@ -215,7 +215,7 @@ def test_iteration_0_train_select_evaluate_report(
     pd.testing.assert_frame_equal(table, pd.DataFrame(history, columns=SUMMARY_COLUMNS))
     import matplotlib.pyplot as plt
 
-    figure = catalog.load("leap_success_plot")
+    figure = catalog.load("alfworld.leap_success_plot")
     assert [line.get_label() for line in figure.axes[0].get_lines()] == [
         "alfworld valid_seen",
         "alfworld valid_unseen",

@@ -82,8 +82,10 @@ def test_ingest_nodes_refuse_a_world_of_the_wrong_kind():
 
     with pytest.raises(ValueError, match="'clevr' is a kalm world, not a text world"):
         prepare_games({}, world="clevr")
-    with pytest.raises(ValueError, match="no world called 'webshop'"):
+    with pytest.raises(ValueError, match="'webshop' is a text world, not a kalm world"):
         generate_kalm_offline_data({}, None, world="webshop")
+    with pytest.raises(ValueError, match="no world called 'minecraft'"):
+        generate_kalm_offline_data({}, None, world="minecraft")
 
 
 def test_kalm_ingest_round_trips_npy_and_hdf5(tmp_path):

@@ -83,7 +83,7 @@ def test_iteration_0_then_1(two_iterations):
     )
     assert "iter0/student" in meta["meta"]["started_from"]
 
-    versions = sorted((root / "08_reporting" / "leap_eval_summary.csv").iterdir())
+    versions = sorted((root / "08_reporting" / "alfworld" / "leap_eval_summary.csv").iterdir())
     summary = pd.read_csv(versions[-1] / "leap_eval_summary.csv")
     assert set(summary["iteration"]) == {0, 1}
     assert set(summary["split"]) == {"valid_seen", "valid_unseen"}

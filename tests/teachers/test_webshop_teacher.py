@@ -73,5 +73,7 @@ def test_expert_steps_get_the_experts_reasons(games):
     expert = world.run_expert(game, 15, 0)
     teacher = make_teacher("webshop", {"kind": "scripted"}, games)
     assert teacher.annotate(expert, {}) == [s["reason"] for s in expert["steps"]]
+    unexplained = {**expert, "steps": [{**s, "reason": ""} for s in expert["steps"]]}
+    assert teacher.annotate(unexplained, {}) == [s["reason"] for s in expert["steps"]]  # replayed
     with pytest.raises(KeyError, match="no goal 'webshop-train-999'"):
         teacher.correct({**expert, "game_id": "webshop-train-999"}, {})

@@ -39,28 +39,37 @@ SURFACES = {"text": TEXT_SURFACE, "kalm": KALM_SURFACE}
 
 @dataclass(frozen=True)
 class WorldEntry:
-    """A registered world: its name, its kind (``text`` or ``kalm``) and its module."""
+    """A registered world: its name, its kind (``text`` or ``kalm``), its module, and
+    whether the default compositions (``leap_iter``, ``__default__``) include it; every
+    text world also has its own ``leap_iter_<name>``."""
 
     name: str
     kind: str
     module: str
+    default: bool = True
 
 
 WORLDS: dict[str, WorldEntry] = {
     entry.name: entry
     for entry in (
         WorldEntry("alfworld", "text", "leap_kalm.envs.alfworld.world"),
+        WorldEntry("webshop", "text", "leap_kalm.envs.webshop.world", default=False),
         WorldEntry("clevr", "kalm", "leap_kalm.envs.clevr.world"),
         WorldEntry("metaworld", "kalm", "leap_kalm.envs.metaworld.world"),
     )
 }
 
 
-def world_names(kind: str | None = None) -> tuple[str, ...]:
-    """Registered worlds, optionally only those of one kind (``text`` or ``kalm``)."""
+def world_names(kind: str | None = None, default_only: bool = False) -> tuple[str, ...]:
+    """Registered worlds, optionally only those of one kind (``text`` or ``kalm``) and only
+    those in the default compositions."""
     if kind is not None and kind not in SURFACES:
         raise ValueError(f"world kind must be one of {sorted(SURFACES)}, got {kind!r}")
-    return tuple(name for name, entry in WORLDS.items() if kind in (None, entry.kind))
+    return tuple(
+        name
+        for name, entry in WORLDS.items()
+        if kind in (None, entry.kind) and (entry.default or not default_only)
+    )
 
 
 def get_world(name: str, kind: str | None = None) -> ModuleType:

@@ -18,31 +18,14 @@ LEAP_WORLDS: tuple[str, ...] = world_names("text")
 KALM_WORLDS: tuple[str, ...] = world_names("kalm")
 
 SHARED_PARAMETERS = {"params:model", "params:leap_iteration"}
-SHARED_DATASETS = {
-    "leap_eval_history",
-    "leap_eval_history_updated",
-    "leap_eval_summary",
-    "leap_success_plot",
-}
 
 
 def per_world(template: Pipeline, worlds: tuple[str, ...]) -> Pipeline:
-    """Repeat a stage's nodes for every world, each in its namespace; parameters and
-    datasets shared by all worlds (``SHARED_*``) keep their names."""
-    shared_in = SHARED_DATASETS & template.inputs()
-    shared_out = SHARED_DATASETS & template.outputs()
+    """Repeat a stage's nodes for every world, each in its namespace (its datasets, reports
+    included, are ``<world>.<name>``); the parameters all worlds share keep their names."""
     parameters = SHARED_PARAMETERS & {i for i in template.inputs() if i.startswith("params:")}
     return sum(
-        (
-            pipeline(
-                template,
-                namespace=world,
-                parameters=parameters,
-                inputs=shared_in or None,
-                outputs=shared_out or None,
-            )
-            for world in worlds
-        ),
+        (pipeline(template, namespace=world, parameters=parameters) for world in worlds),
         Pipeline([]),
     )
 

@@ -85,9 +85,12 @@ class ScriptedWebShopTeacher:
         return env
 
     def annotate(self, trajectory: dict[str, Any], privileged: dict[str, Any]) -> list[str]:
-        """A hint-only reason for every step of an expert trajectory."""
+        """A hint-only reason for every step of an expert trajectory: the reasons the expert
+        shopper recorded as it acted, or, for steps without one, the expert's on a replay."""
         from leap_kalm.envs.webshop.expert import expert_action
 
+        if all(step.get("reason") for step in trajectory["steps"]):
+            return [step["reason"] for step in trajectory["steps"]]
         env, reasons = self._env(trajectory), []
         for step in trajectory["steps"]:
             best, reason = expert_action(env)

@@ -120,6 +120,7 @@ def privileged_state(game: dict[str, Any]) -> dict[str, Any]:
     goal = goals[game["goal_index"]]
     asin = goal["asin"].lower()
     return {
+        "game_id": game["game_id"],
         "asin": asin,
         "title": shop.by_asin[asin]["Title"],
         "price": shop.prices[asin],

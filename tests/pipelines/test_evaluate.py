@@ -174,6 +174,9 @@ def test_success_row_reports_the_interval_and_behaviour_diagnostics():
     assert row["invalid_action_rate"] == 3 / 11  # "fly" is no candidate, in 3 episodes
     assert row["repeat_rate"] == 3 / 11  # look, look in each lost episode
     assert success_row([lost])["mean_actions_won"] is None
+    assert row["mean_score"] == 0.25
+    graded = [{**lost, "score": 0.5}, {**won, "score": 1.0}]  # WebShop's rewards
+    assert success_row(graded)["mean_score"] == 0.75
 
 
 def test_wilson_interval():
@@ -212,6 +215,7 @@ def _row(iteration, split, task_type, success_rate, env="alfworld"):
         "success_rate": success_rate,
         "ci_low": 0.0,
         "ci_high": 1.0,
+        "mean_score": success_rate,
         "mean_actions": 5.0,
         "mean_actions_won": 4.0,
         "invalid_action_rate": 0.1,

@@ -25,6 +25,7 @@ SUMMARY_COLUMNS = [
     "success_rate",
     "ci_low",
     "ci_high",
+    "mean_score",
     "mean_actions",
     "mean_actions_won",
     "invalid_action_rate",
@@ -104,7 +105,8 @@ def success_row(trajectories: list[dict[str, Any]]) -> dict[str, Any]:
 
     ``invalid_action_rate`` is the share of steps whose action was not a candidate,
     ``repeat_rate`` the share of steps that repeated the previous action, and
-    ``mean_actions_won`` the mean length of the won episodes (``None`` when none was won).
+    ``mean_actions_won`` the mean length of the won episodes (``None`` when none was won),
+    ``mean_score`` the mean final reward (WebShop's score; ALFWorld's is 1 for a win).
     """
     from leap_kalm.stats import wilson_interval
 
@@ -121,6 +123,7 @@ def success_row(trajectories: list[dict[str, Any]]) -> dict[str, Any]:
         "success_rate": len(wins) / n,
         "ci_low": low,
         "ci_high": high,
+        "mean_score": sum(t.get("score", float(t["success"])) for t in trajectories) / n,
         "mean_actions": sum(t["num_actions"] for t in trajectories) / n,
         "mean_actions_won": (sum(t["num_actions"] for t in wins) / len(wins)) if wins else None,
         "invalid_action_rate": sum(

@@ -27,12 +27,12 @@ do reveal the privileged location.
 from __future__ import annotations
 
 import re
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from leap_kalm.llm.parsing import match_candidate
 from leap_kalm.schemas import Correction
+from leap_kalm.teachers.base import ScriptedTeacher
 
 _PURPOSE = {
     "pick_clean_then_place_in_recep": ("clean", "cleaned", "clean it"),
@@ -202,11 +202,8 @@ def _explores(action: str, state: _SeenState) -> bool:
     return False
 
 
-CORRECTS = ("mistakes", "plan")
-
-
 @dataclass
-class ScriptedAlfWorldTeacher:
+class ScriptedAlfWorldTeacher(ScriptedTeacher):
     """Privileged teacher for ALFWorld driven by the engine's planner.
 
     Attributes:
@@ -218,17 +215,6 @@ class ScriptedAlfWorldTeacher:
             (every step off the optimal plan); see the module docstring.
     """
 
-    realizability: float = 0.0
-    games: dict[str, dict[str, Any]] = field(default_factory=dict)
-    corrects: str = "mistakes"
-    kind: str = "scripted"
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.realizability <= 100:
-            raise ValueError(f"realizability must be within 0..100, got {self.realizability}")
-        if self.corrects not in CORRECTS:
-            raise ValueError(f"corrects must be one of {CORRECTS}, got {self.corrects!r}")
-
     # -- interface ---------------------------------------------------------------
     def annotate(self, trajectory: dict[str, Any], privileged: dict[str, Any]) -> list[str]:
         """A hint-only reason for every step of an expert trajectory."""
@@ -236,10 +222,6 @@ class ScriptedAlfWorldTeacher:
         return self._reasons(
             trajectory, privileged, [s["action"] for s in steps], [None] * len(steps)
         )
-
-    def usage(self) -> dict[str, Any]:
-        """A scripted teacher spends no tokens."""
-        return {}
 
     def _keeps(
         self,
@@ -323,9 +305,6 @@ class ScriptedAlfWorldTeacher:
     def _admissible(action: str, candidates: list[str]) -> str | None:
         matched, repair, _ = match_candidate(action, candidates, fuzzy_cutoff=95)
         return matched if repair in ("exact", "normalized", "fuzzy") else None
-
-    def _reveal(self, game_id: str, t: int) -> bool:
-        return zlib.crc32(f"{game_id}:{t}".encode()) % 100 < self.realizability
 
     def _reasons(
         self,

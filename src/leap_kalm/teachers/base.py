@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from leap_kalm.llm.parsing import is_admissible
@@ -73,3 +75,39 @@ def validate_correction(correction: dict[str, Any], trajectory: dict[str, Any]) 
     if not isinstance(correction.get("summary"), str):
         raise CorrectionError(f"{game}: correction has no summary text")
     return correction  # type: ignore[return-value]
+
+
+CORRECTS = ("mistakes", "plan")
+
+
+@dataclass
+class ScriptedTeacher:
+    """What every world's scripted privileged teacher shares: its settings, their checks,
+    no token usage, and which corrected reasons may reveal a privileged fact.
+
+    Attributes:
+        realizability: Percentage (0-100) of corrected reasons allowed to reveal the
+            privileged fact the correction rests on (0 = LEAP's hint-only teacher).
+        games: ``game_id`` -> games-index entry of every game it may correct.
+        corrects: ``mistakes`` (what the student could have known better) or ``plan``
+            (every step off the expert's path).
+    """
+
+    realizability: float = 0.0
+    games: dict[str, dict[str, Any]] = field(default_factory=dict)
+    corrects: str = "mistakes"
+    kind: str = "scripted"
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.realizability <= 100:
+            raise ValueError(f"realizability must be within 0..100, got {self.realizability}")
+        if self.corrects not in CORRECTS:
+            raise ValueError(f"corrects must be one of {CORRECTS}, got {self.corrects!r}")
+
+    def usage(self) -> dict[str, Any]:
+        """A scripted teacher spends no tokens."""
+        return {}
+
+    def _reveal(self, game_id: str, t: int) -> bool:
+        """Whether step ``t``'s corrected reason may reveal (deterministic per step)."""
+        return zlib.crc32(f"{game_id}:{t}".encode()) % 100 < self.realizability

@@ -16,13 +16,11 @@ allowed to name it, as the ALFWorld teacher's knob.
 
 from __future__ import annotations
 
-import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from leap_kalm.schemas import Correction
-
-CORRECTS = ("mistakes", "plan")
+from leap_kalm.teachers.base import ScriptedTeacher
 
 
 def _progress(env: Any, action: str, best: str) -> bool:
@@ -46,7 +44,7 @@ def _progress(env: Any, action: str, best: str) -> bool:
 
 
 @dataclass
-class ScriptedWebShopTeacher:
+class ScriptedWebShopTeacher(ScriptedTeacher):
     """Privileged teacher for WebShop driven by the expert shopper.
 
     Attributes:
@@ -55,21 +53,6 @@ class ScriptedWebShopTeacher:
         games: ``game_id`` -> games-index entry of every goal it may correct.
         corrects: ``mistakes`` or ``plan`` (see the module docstring).
     """
-
-    realizability: float = 0.0
-    games: dict[str, dict[str, Any]] = field(default_factory=dict)
-    corrects: str = "mistakes"
-    kind: str = "scripted"
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.realizability <= 100:
-            raise ValueError(f"realizability must be within 0..100, got {self.realizability}")
-        if self.corrects not in CORRECTS:
-            raise ValueError(f"corrects must be one of {CORRECTS}, got {self.corrects!r}")
-
-    def usage(self) -> dict[str, Any]:
-        """A scripted teacher spends no tokens."""
-        return {}
 
     def _env(self, trajectory: dict[str, Any]) -> Any:
         from leap_kalm.envs.webshop.world import make_env
@@ -132,6 +115,3 @@ class ScriptedWebShopTeacher:
             "words, open the item that matches them, choose the options asked for, then buy.",
             "steps": steps,
         }
-
-    def _reveal(self, game_id: str, t: int) -> bool:
-        return zlib.crc32(f"{game_id}:{t}".encode()) % 100 < self.realizability

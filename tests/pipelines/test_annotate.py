@@ -66,6 +66,6 @@ def test_bad_teacher_or_leap_parameters_are_named(expert_logs, privileged_states
     with pytest.raises(ValueError, match="realizability must be within 0..100"):
         annotate_expert_logs(expert_logs, privileged_states, {"realizability": 101}, LEAP)
     with pytest.raises(
-        ValueError, match="leap.env must be a text world \(alfworld\), got 'nethack'"
+        ValueError, match="leap.env must be a text world \(alfworld, webshop\), got 'nethack'"
     ):
         annotate_expert_logs(expert_logs, privileged_states, TEACHER, {"env": "nethack"})

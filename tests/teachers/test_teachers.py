@@ -1,5 +1,6 @@
 import json
 import random
+import zlib
 from types import SimpleNamespace
 
 import pytest
@@ -320,3 +321,50 @@ def test_scripted_teacher_names_a_game_it_was_not_given(games):
     with pytest.raises(KeyError, match="no game file for"):
         make_teacher("alfworld", {"kind": "scripted"}).correct(trajectory, privileged)
     assert _scripted(games).usage() == {}
+
+
+def test_search_corrections_come_from_the_expert_not_the_true_place(games):
+    """With ``searches: expert`` a revisit during a blind search is corrected to what the
+    demonstrations' expert would search next from the student's state (never where the
+    unseen object is, unless the expert would go there anyway); ``plan`` stays the plan's."""
+    from leap_kalm.envs.alfworld.expert import expert_proposals
+
+    plan_teacher = _scripted(games)
+    assert plan_teacher.searches == "plan"
+    expert_teacher = make_teacher(
+        "alfworld", {"kind": "scripted", "searches": "expert"}, _index(games)
+    )
+    assert expert_teacher.searches == "expert"
+    checked = 0
+    for path, privileged in games:
+        plan = privileged["optimal_actions"]
+        start = _student(path, n_steps=1, policy="look")["steps"][0]
+        others = [c for c in start["candidate_actions"] if c.startswith("go to ") and c != plan[0]]
+        if not plan[0].startswith("go to ") or len(others) < 2:
+            continue
+        trajectory = _expert_prefix_then(path, privileged, 0, [others[0], others[1], others[0]])
+        kinds = [e["type"] for e in privileged["essential_objects"]]
+        if any(f"{k} " in s["observation"] for s in trajectory["steps"][1:] for k in kinds):
+            continue  # the object came into view: not a blind search any more
+        actions = [s["action"] for s in trajectory["steps"]]
+        from leap_kalm.envs.alfworld.env import game_id
+
+        proposal = expert_proposals(path, actions, seed=zlib.crc32(game_id(path).encode()))[2]
+        steps = expert_teacher.correct(trajectory, privileged)["steps"]
+        assert steps[2]["is_corrected"] and steps[2]["corrected_action"] == proposal
+        assert proposal != others[0] and proposal in trajectory["steps"][2]["candidate_actions"]
+        assert (
+            plan_teacher.correct(trajectory, privileged)["steps"][2]["corrected_action"] == plan[0]
+        )
+        checked += 1
+    assert checked >= 2
+    with pytest.raises(ValueError, match="searches must be one of"):
+        ScriptedAlfWorldTeacher(searches="oracle")
+    with pytest.raises(ValueError, match="not available for 'webshop'"):
+        make_teacher("webshop", {"kind": "scripted", "searches": "expert"}, [])
+
+
+def _index(games):
+    from leap_kalm.envs.alfworld.env import game_id
+
+    return [{"game_id": game_id(path), "path": path} for path, _ in games]

@@ -12,6 +12,14 @@ optimal plan *from the state the student actually reached*. What it corrects dep
   as the expert demonstrations do). Everything else — invalid actions, revisits, loops,
   taking or placing the wrong thing, walking past the object it has seen — is corrected
   to the plan's next action.
+  Which action a corrected *search* step gets is ``searches``: ``plan`` gives the plan's
+  next action, which is "go to where the object really is"; ``expert`` gives what the
+  handcoded expert that recorded the demonstrations would do next from the student's
+  own state (its search by object priors, in its fixed order, over places the student
+  has not yet checked), so a search correction never rests on where the unseen object
+  really is (DAgger's expert labels). Measured on the learning profile, ``plan`` search
+  corrections taught the student object-to-place priors it then applied to rooms
+  that lack the place (``docs/results.md``).
 * ``plan``: every action that differs from the plan's next action. Measured on the
   learning profile, this taught the student to answer ``go to`` everywhere: once off
   course, the plan's next action is nearly always "go where the object really is", which
@@ -27,12 +35,15 @@ do reveal the privileged location.
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from leap_kalm.llm.parsing import match_candidate
 from leap_kalm.schemas import Correction
 from leap_kalm.teachers.base import ScriptedTeacher
+
+SEARCHES = ("expert", "plan")
 
 _PURPOSE = {
     "pick_clean_then_place_in_recep": ("clean", "cleaned", "clean it"),
@@ -213,7 +224,17 @@ class ScriptedAlfWorldTeacher(ScriptedTeacher):
             replays the student's actions in the entry's ``game.tw-pddl``).
         corrects: ``mistakes`` (what the student could have known better) or ``plan``
             (every step off the optimal plan); see the module docstring.
+        searches: What a corrected search step becomes with ``corrects: mistakes``:
+            ``expert`` (the demonstrations' expert's next search action from the
+            student's state) or ``plan`` (the planner's: where the object really is).
     """
+
+    searches: str = "plan"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.searches not in SEARCHES:
+            raise ValueError(f"searches must be one of {SEARCHES}, got {self.searches!r}")
 
     # -- interface ---------------------------------------------------------------
     def annotate(self, trajectory: dict[str, Any], privileged: dict[str, Any]) -> list[str]:
@@ -253,15 +274,21 @@ class ScriptedAlfWorldTeacher(ScriptedTeacher):
                 "the games index that holds the trajectory's game (make_teacher(..., games=...))"
             )
         steps = trajectory["steps"]
-        plans = replay_plans(self.games[game]["path"], [s["action"] for s in steps])
+        actions = [s["action"] for s in steps]
+        plans = replay_plans(self.games[game]["path"], actions)
+        searches = self._search_actions(game, actions)
         task, seen = _TaskView.from_privileged(privileged), _SeenState()
         chosen = []
         for t, step in enumerate(steps):
             seen.observe(step["observation"])
             plan, candidates, original = plans[t], step["candidate_actions"], step["action"]
             best = self._admissible(plan[0], candidates) if plan else None
+            fix = best
+            if best is not None and searches[t] is not None and _searching(best, task, seen):
+                fix = searches[t]  # the expert's search, not the unseen object's place
             if original in candidates and (
                 best is None
+                or original == fix
                 or self._keeps(
                     original,
                     steps[t - 1]["action"] if t else None,
@@ -273,7 +300,7 @@ class ScriptedAlfWorldTeacher(ScriptedTeacher):
             ):
                 chosen.append((original, False))
             else:  # nothing admissible to suggest: the first candidate
-                chosen.append((best or candidates[0], True))
+                chosen.append((fix or candidates[0], True))
         reasons = self._reasons(
             trajectory,
             privileged,
@@ -299,6 +326,15 @@ class ScriptedAlfWorldTeacher(ScriptedTeacher):
             "summary": self._summary(trajectory, corrected_steps),
             "steps": corrected_steps,
         }
+
+    def _search_actions(self, game: str, actions: list[str]) -> list[str | None]:
+        """The expert's proposal before each action (``searches: expert`` with
+        ``corrects: mistakes``), else no proposals."""
+        if self.searches != "expert" or self.corrects != "mistakes":
+            return [None] * len(actions)
+        from leap_kalm.envs.alfworld.expert import expert_proposals
+
+        return expert_proposals(self.games[game]["path"], actions, seed=zlib.crc32(game.encode()))
 
     # -- reasons -----------------------------------------------------------------
     @staticmethod

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from leap_kalm.schemas import ConfigMixin
@@ -33,6 +33,9 @@ class TeacherParams(ConfigMixin):
         realizability: 0–100, how much privileged information a reason may reveal.
         corrects: What a scripted teacher corrects: ``mistakes`` (what the student could
             have known better) or ``plan`` (every step off the optimal plan).
+        searches: ALFWorld's scripted teacher with ``corrects: mistakes``: what a corrected
+            search step becomes, ``expert`` (the demonstrations' expert's next search
+            action from the student's state) or ``plan`` (where the object really is).
         client: ``ClientParams`` for ``llm`` (base_url, model, ...).
         max_attempts: Replies tried per trajectory by the LLM teacher.
     """
@@ -40,6 +43,7 @@ class TeacherParams(ConfigMixin):
     kind: str = "scripted"
     realizability: float = 0.0
     corrects: str = "mistakes"
+    searches: str = "plan"
     client: dict[str, Any] = field(default_factory=dict)
     max_attempts: int = 3
 
@@ -61,9 +65,16 @@ def _scripted(world: str, config: TeacherParams, games: list[dict[str, Any]]) ->
             f"no scripted teacher for world {world!r} (scripted teachers: "
             f"{', '.join(SCRIPTED_TEACHERS)}); use teacher.kind: llm"
         )
-    return _load(SCRIPTED_TEACHERS[world])(
-        config.realizability, games={g["game_id"]: g for g in games}, corrects=config.corrects
-    )
+    teacher = _load(SCRIPTED_TEACHERS[world])
+    options = {"corrects": config.corrects}
+    if "searches" in {f.name for f in fields(teacher)}:
+        options["searches"] = config.searches
+    elif config.searches != "plan":
+        raise ValueError(
+            f"teacher.searches: {config.searches!r} is not available for {world!r}: its "
+            "scripted teacher corrects searches by its plan only (searches: plan)"
+        )
+    return teacher(config.realizability, games={g["game_id"]: g for g in games}, **options)
 
 
 def _llm(world: str, config: TeacherParams, games: list[dict[str, Any]]) -> Teacher:

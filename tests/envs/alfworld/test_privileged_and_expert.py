@@ -72,3 +72,31 @@ def test_handcoded_expert_wins_every_task_type(games_by_type):
     # deterministic given the seed
     again = [run_expert_episode(p, max_steps=50, seed=i) for i, p in enumerate(paths[:2])]
     assert [r["steps"] for r in again] == [r["steps"] for r in records[:2]]
+
+
+def test_expert_proposals_follow_any_trajectory(train_games):
+    """Along its own episode the expert proposes exactly what it did (``look`` where it
+    fell back to it); along someone else's revisits it proposes a place not yet checked,
+    and an invalid ``go to`` does not move it."""
+    from leap_kalm.envs.alfworld.expert import expert_proposals
+
+    for i, path in enumerate(train_games[1][:6]):
+        own = [s["action"] for s in run_expert_episode(path, max_steps=50, seed=i)["steps"]]
+        proposals = expert_proposals(path, own, seed=i)
+        assert len(proposals) == len(own)
+        assert all(p == a for p, a in zip(proposals, own, strict=True) if p is not None)
+        assert sum(p is None for p in proposals) <= 2, proposals
+
+    path = train_games[1][0]
+    env = AlfWorldEnv(path, max_steps=10)
+    _, info = env.reset()
+    places = [c for c in info["admissible_commands"] if c.startswith("go to ")]
+    env.close()
+    detour = ["look", places[0], "go to nowhere 7", places[0]]
+    proposals = expert_proposals(path, detour, seed=0)
+    assert len(proposals) == 4 and proposals[0] == "look"
+    after = proposals[
+        3
+    ]  # after the revisit of places[0], an unchecked place (or open what is there)
+    assert after is not None and after != places[0]
+    assert expert_proposals(path, [], seed=0) == []

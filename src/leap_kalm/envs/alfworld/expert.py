@@ -68,6 +68,63 @@ class HandcodedExpert:
             action = random.choice(list(state["admissible_commands"]))
         return action if action in state["admissible_commands"] else "look"
 
+    def propose(self, state: Any, last_command: str) -> str | None:
+        """The expert's own next command after ``last_command``, whoever chose that one;
+        ``None`` when it is not admissible. Unlike :meth:`act` it never substitutes a
+        random or a ``look`` command: a teacher asks what the expert would do, not what
+        keeps an episode going."""
+        game_state = {
+            "feedback": state["feedback"],
+            "admissible_commands": state["admissible_commands"],
+            "facts": state["facts"],
+            "won": state["won"],
+        }
+        action = self._agent.policy.act(game_state, _for_expert_bookkeeping(last_command))
+        return action if action in state["admissible_commands"] else None
+
+
+def expert_proposals(game_path: str | Path, actions: list[str], seed: int = 0) -> list[str | None]:
+    """What the handcoded expert would do before each of ``actions``, following them.
+
+    DAgger's expert labels: the expert tracks the state from the observations of the
+    trajectory that was actually played (someone else's ``actions``), and at every step
+    proposes its own next command. Its search is the one the demonstrations show
+    (receptacles its priors name for the object first, in a fixed order), so a proposal
+    depends only on what the player could have seen, never on where an unseen object
+    really is. A command that did nothing ("Nothing happens.") is passed to the
+    expert's bookkeeping as ``look``, so an invalid ``go to`` does not move it.
+
+    Returns:
+        One entry per action: the proposal, or ``None`` where it is not admissible or the
+        expert has given up (it fails or times out; every later entry is ``None`` too).
+    """
+    from alfworld.agents.expert import HandCodedAgentFailed, HandCodedAgentTimeout
+
+    if not actions:
+        return []
+    env = AlfWorldEnv(game_path, max_steps=len(actions) + 1, facts=True)
+    saved = random.getstate()
+    random.seed(seed)
+    proposals: list[str | None] = []
+    try:
+        obs, info = env.reset()
+        expert = HandcodedExpert(expert_type="handcoded", max_steps=len(actions) + 50)
+        first = expert.reset(game_path, obs)
+        proposals.append(first if first in info["admissible_commands"] else None)
+        for action in actions[:-1]:
+            obs, _, terminated, _, _ = env.step(action)
+            if terminated:
+                break
+            last = "look" if obs.startswith("Nothing happens") else action
+            try:
+                proposals.append(expert.propose(env.engine_state, last))
+            except (HandCodedAgentFailed, HandCodedAgentTimeout, IndexError, KeyError):
+                break
+    finally:
+        random.setstate(saved)
+        env.close()
+    return proposals + [None] * (len(actions) - len(proposals))
+
 
 def run_expert_episode(
     game_path: str | Path, max_steps: int = 50, seed: int = 0, split: str = "train"

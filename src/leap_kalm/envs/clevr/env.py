@@ -44,8 +44,13 @@ class ClevrRobotEnv(gym.Env):
 
     metadata: dict[str, Any] = {"render_modes": []}
 
-    def __init__(self, level: str = "real", max_episode_steps: int = 50, n_instructions: int = 1,
-                 render_mode: str | None = None) -> None:
+    def __init__(
+        self,
+        level: str = "real",
+        max_episode_steps: int = 50,
+        n_instructions: int = 1,
+        render_mode: str | None = None,
+    ) -> None:
         if level not in G.LEVELS:
             raise ValueError(f"unknown CLEVR level {level!r}; expected one of {G.LEVELS}")
         if render_mode is not None:
@@ -54,7 +59,9 @@ class ClevrRobotEnv(gym.Env):
         self.max_episode_steps = 1 if level == "easy" else int(max_episode_steps)
         self.n_instructions = int(n_instructions)
         self.render_mode = None
-        self.observation_space = spaces.Box(OBS_LOW, OBS_HIGH, shape=(2 * N_BALLS,), dtype=np.float32)
+        self.observation_space = spaces.Box(
+            OBS_LOW, OBS_HIGH, shape=(2 * N_BALLS,), dtype=np.float32
+        )
         self.action_space = spaces.Discrete(N_ACTIONS)
         self.goal_dim = G.goal_dim(level)
         self._physics = ClevrPhysics()
@@ -90,8 +97,9 @@ class ClevrRobotEnv(gym.Env):
         }
 
     # ------------------------------------------------------------------ gym API
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
-              ) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         options = dict(options or {})
         rng = self.np_random
@@ -103,7 +111,9 @@ class ClevrRobotEnv(gym.Env):
         if options.get("goal") is not None:
             goal = np.asarray(options["goal"], dtype=np.float32).reshape(-1)
             if goal.shape != (self.goal_dim,):
-                raise ValueError(f"goal for level {self.level!r} must have shape ({self.goal_dim},), got {goal.shape}")
+                raise ValueError(
+                    f"goal for level {self.level!r} must have shape ({self.goal_dim},), got {goal.shape}"
+                )
             self._goal = goal.copy()
         else:
             self._goal = G.sample_goal(self.level, rng, self._positions)

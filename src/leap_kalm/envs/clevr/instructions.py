@@ -147,7 +147,11 @@ def _easy_wordings(goal: np.ndarray) -> list[str]:
     name = COLORS[ball]
     if direction == G.STILL:
         return [f.format(ball=name, still=s) for f in EASY_STILL_FRAMES for s in EASY_STILL_PHRASES]
-    return [f.format(ball=name, dir=d) for f in EASY_MOVE_FRAMES for d in EASY_DIRECTION_PHRASES[direction]]
+    return [
+        f.format(ball=name, dir=d)
+        for f in EASY_MOVE_FRAMES
+        for d in EASY_DIRECTION_PHRASES[direction]
+    ]
 
 
 def _join(clauses: list[str]) -> str:
@@ -192,7 +196,9 @@ def all_wordings(level: str, goal: np.ndarray) -> list[str]:
     raise ValueError(f"unknown CLEVR level {level!r}")
 
 
-def sample_instructions(level: str, goal: np.ndarray, k: int, rng: np.random.Generator) -> list[str]:
+def sample_instructions(
+    level: str, goal: np.ndarray, k: int, rng: np.random.Generator
+) -> list[str]:
     """``k`` paraphrases of ``goal``: without repetition when there are enough."""
     pool = all_wordings(level, goal)
     idx = rng.choice(len(pool), size=k, replace=k > len(pool))

@@ -45,9 +45,8 @@ class ScriptedMetaWorldPolicy:
     def act(self, obs: np.ndarray) -> np.ndarray:
         if self.random_action_prob > 0 and self.rng.random() < self.random_action_prob:
             return self.rng.uniform(-1.0, 1.0, size=4).astype(np.float32)
-        with (
-            warnings.catch_warnings()
-        ):  # the experts' gains > 1 are deliberate; metaworld warns each step
+        # the experts' gains > 1 are deliberate; metaworld warns each step
+        with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"Constant\(s\) may be too high")
             expert = self._expert.get_action(np.asarray(obs, dtype=np.float64))
         action = np.asarray(expert, dtype=np.float32)

@@ -7,7 +7,7 @@ TORCH_VERSION ?= 2.13.0
 export KEDRO_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-fast lint viz run-test clean-data
+.PHONY: setup test test-fast lint viz viz-screenshot run-test clean-data
 
 ## setup: virtualenv, torch first (CPU build here), the project with dev extras, the embedded models
 setup:
@@ -29,9 +29,15 @@ test-fast:
 lint:
 	$(BIN)/ruff check src tests
 
-## viz: a static kedro-viz site in build/ (serve it: python -m http.server -d build -b 127.0.0.1)
+## viz: build the static kedro-viz site in build/ and serve it on http://127.0.0.1:4141 (Ctrl-C stops)
 viz:
 	$(BIN)/kedro viz build
+	$(BIN)/python -m leap_kalm.viz serve --site build --port 4141
+
+## viz-screenshot: docs/leap_iter_dag.png from the built site, rendered by headless Chromium
+viz-screenshot:
+	$(BIN)/kedro viz build
+	$(BIN)/python -m leap_kalm.viz screenshot --site build --pipeline leap_iter --out docs/leap_iter_dag.png
 
 ## run-test: every pipeline on the tiny model
 run-test:

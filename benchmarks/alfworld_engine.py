@@ -18,7 +18,6 @@ from pathlib import Path
 from leap_kalm.envs.alfworld import AlfWorldEnv, generate_games
 
 
-
 def play(path: Path, cached: bool, actions_seed: int, steps: int) -> tuple[float, list[str]]:
     env = AlfWorldEnv(path, max_steps=steps + 1, cache_commands=cached)
     obs, info = env.reset()

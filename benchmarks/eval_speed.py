@@ -32,7 +32,6 @@ from leap_kalm.llm.agent import StudentPolicy, StudentSettings, roll_out
 from leap_kalm.llm.generation import EpisodeGenerator, SamplingParams
 from leap_kalm.llm.models import load_model
 
-
 SETUPS = [
     # label, batched, reuse cache, dtype
     ("LEAP's way: one episode, re-encode, fp32", False, False, "float32"),

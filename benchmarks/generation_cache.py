@@ -23,7 +23,6 @@ from leap_kalm.llm.models import load_model
 from leap_kalm.llm.prompts import build_student_messages
 
 
-
 def load_trajectories(path: Path, episodes: int, steps: int) -> list[dict]:
     rows = [json.loads(line) for line in path.open()]
     long_enough = [r for r in rows if len(r["steps"]) >= steps]

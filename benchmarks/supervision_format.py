@@ -27,7 +27,6 @@ import statistics
 from pathlib import Path
 
 
-
 def annotated_logs(data_root: Path) -> list[dict]:
     path = data_root / "03_primary/alfworld/annotated_logs.jsonl"
     if not path.exists():

@@ -41,7 +41,11 @@ def test_viz_build_writes_a_site(viz_site):
     assert {p["id"] for p in main["pipelines"]} >= {"leap_iter", "kalm", "ingest", "evaluate"}
     assert (viz_site / "api" / "pipelines" / "leap_iter").exists()
     names = viz.pipeline_node_names(viz_site, "leap_iter")
-    assert {"train_sft_student_node", "evaluate_student_node", "correct_failed_rollouts_node"} <= set(names)
+    assert {
+        "train_sft_student_node",
+        "evaluate_student_node",
+        "correct_failed_rollouts_node",
+    } <= set(names)
     with pytest.raises(FileNotFoundError, match="no pipeline 'nope'"):
         viz.pipeline_node_names(viz_site, "nope")
 
@@ -72,8 +76,11 @@ def test_viz_helpers_name_what_is_missing(tmp_path, monkeypatch):
     with viz.serving(tmp_path) as url:
         assert urllib.request.urlopen(url, timeout=10).read() == b"<p>hello</p>"
     assert viz.page_url("http://127.0.0.1:1/", "kalm") == (
-        "http://127.0.0.1:1/?pid=kalm&expandAllPipelines=true"
+        "http://127.0.0.1:1/__leap_kalm_quiet?pid=kalm&expandAllPipelines=true"
     )
+    with viz.serving(tmp_path) as url:  # the quiet page switches the tour off, then goes on
+        quiet = urllib.request.urlopen(viz.page_url(url, "kalm"), timeout=10).read().decode()
+        assert "showFeatureHints: false" in quiet and "location.replace" in quiet
     assert viz.missing_names("<text>a_node</text><text>b</text>", ["a_node", "c"]) == ["c"]
     monkeypatch.setattr(viz.shutil, "which", lambda name: None)
     with pytest.raises(FileNotFoundError, match="apt-get install chromium"):

@@ -41,7 +41,9 @@ def find_chromium() -> str | None:
 def _check_site(site: Path) -> Path:
     site = Path(site)
     if not (site / "index.html").is_file():
-        raise FileNotFoundError(f"{site}/index.html does not exist: build the site first (make viz)")
+        raise FileNotFoundError(
+            f"{site}/index.html does not exist: build the site first (make viz)"
+        )
     return site
 
 
@@ -94,7 +96,9 @@ def page_url(base: str, pipeline: str | None = None) -> str:
 def _chromium(args: list[str], budget_ms: int, timeout: int) -> subprocess.CompletedProcess:
     binary = find_chromium()
     if binary is None:
-        raise FileNotFoundError(f"no Chromium on PATH ({', '.join(CHROMIUM_NAMES)}): {INSTALL_HINT}")
+        raise FileNotFoundError(
+            f"no Chromium on PATH ({', '.join(CHROMIUM_NAMES)}): {INSTALL_HINT}"
+        )
     with tempfile.TemporaryDirectory(prefix="leap_kalm_chromium_") as profile:
         command = [
             binary,
@@ -146,9 +150,7 @@ def pipeline_node_names(site: str | Path, pipeline: str) -> list[str]:
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist: no pipeline {pipeline!r} in the site")
     graph = json.loads(path.read_text(encoding="utf-8"))
-    return sorted(
-        {n["name"].rsplit(".", 1)[-1] for n in graph["nodes"] if n.get("type") == "task"}
-    )
+    return sorted({n["name"].rsplit(".", 1)[-1] for n in graph["nodes"] if n.get("type") == "task"})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -78,3 +78,42 @@ def test_policies_are_evaluated_only_on_the_observation_layout_they_learnt():
         kalm=fit(canonical_kalm_dataset(metaworld_layout(), "kalm")),
     )  # fmt: skip
     assert table["n"].tolist() == [1, 0] and np.isnan(table["success_rate"].iloc[1])
+
+
+def test_kalm_cli_run_and_its_notebook(tmp_path):
+    """`kedro run --env test --pipeline=kalm --namespaces=clevr` from a copy of the checkout
+    writes the catalog's files, and notebooks/kalm_results.ipynb executes on them."""
+    import os
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    from tests.helpers import copy_project, run_kedro
+
+    project = copy_project(tmp_path / "project")
+    result = run_kedro(
+        "run", "--env", "test", "--pipeline=kalm", "--namespaces=clevr",
+        cwd=project, timeout=900, OMP_NUM_THREADS="1",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    reporting = project / "data" / "test" / "08_reporting" / "clevr"
+    assert (reporting / "imagination_summary.json").is_file()
+    assert (reporting / "kalm_eval_summary.csv").is_dir()  # versioned
+    notebook = nbformat.read(project / "notebooks" / "kalm_results.ipynb", as_version=4)
+    os.environ["KEDRO_ENV"] = "test"
+    try:
+        NotebookClient(
+            notebook,
+            timeout=300,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(project / "notebooks")}},
+        ).execute()
+    finally:
+        os.environ.pop("KEDRO_ENV", None)
+    outputs = "".join(o.get("text", "") for cell in notebook.cells for o in cell.get("outputs", []))
+    assert "real episodes:" in outputs and "imagined rephrase rollouts:" in outputs
+    assert "goal_consistent" in outputs and "grounded_mse" in outputs
+    images = [
+        o for c in notebook.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})
+    ]
+    assert len(images) == 2  # the success bars and the two trajectories

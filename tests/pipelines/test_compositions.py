@@ -163,6 +163,8 @@ def test_iteration_0_train_select_evaluate_report(
         "alfworld.evaluate_student_node",
         "alfworld.summarize_evaluation_node",
         "alfworld.report_leap_progress_node",
+        "alfworld.plot_sft_curve_node",
+        "alfworld.plot_dpo_curve_node",
     }
     old_row = {
         "iteration": 0,

@@ -51,6 +51,13 @@ def test_kalm_clevr_end_to_end(tiny_model_dir):
     ]  # fmt: skip
     assert (summary["n"] == 2).all() and np.all(summary["ci_low"] <= summary["success_rate"])
     assert catalog.load("clevr.policy_kalm").impl is not None
+    for policy in ("real", "kalm"):
+        losses = catalog.load(f"clevr.policy_{policy}_losses")
+        assert [row["epoch"] for row in losses] == [1] and "loss" in losses[0]
+    curves = catalog.load("clevr.offline_rl_learning_curves")
+    assert [len(ax.lines) for ax in curves.axes] == [2] * len(curves.axes)
+    grounding = catalog.load("clevr.grounding_learning_curve")
+    assert len(grounding.axes[0].lines[0].get_xdata()) == 2  # two steps, each logged
 
 
 def test_policies_are_evaluated_only_on_the_observation_layout_they_learnt():
@@ -99,6 +106,9 @@ def test_kalm_cli_run_and_its_notebook(tmp_path):
     reporting = project / "data" / "test" / "08_reporting" / "clevr"
     assert (reporting / "imagination_summary.json").is_file()
     assert (reporting / "kalm_eval_summary.csv").is_dir()  # versioned
+    for curve in ("grounding_learning_curve.png", "offline_rl_learning_curves.png"):
+        versions = list((reporting / curve).glob("*/" + curve))
+        assert len(versions) == 1 and versions[0].read_bytes()[:4] == b"\x89PNG", curve
     notebook = nbformat.read(project / "notebooks" / "kalm_results.ipynb", as_version=4)
     os.environ["KEDRO_ENV"] = "test"
     try:

@@ -57,6 +57,10 @@ def test_iteration_0_then_1(two_iterations):
     assert {r["split"] for r in records} == {"train", "val"}
 
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    for it in (0, 1):  # the SFT loss as a PNG each iteration; DPO's says it was not trained
+        for kind in ("sft", "dpo"):
+            png = root / "08_reporting" / "alfworld" / f"iter{it}" / f"{kind}_learning_curve.png"
+            assert png.read_bytes()[:4] == b"\x89PNG", png
     rollouts = [
         json.loads(line) for line in (root / "07_model_output/alfworld/iter1/rollouts.jsonl").open()
     ]

@@ -143,7 +143,9 @@ def save_trained(
     kind = "adapter" if os.path.exists(os.path.join(output_dir, "adapter_config.json")) else "model"
     logger.info("%s finished: %s", type(trainer).__name__, metrics)
     return ModelRef(
-        path=os.path.abspath(output_dir), kind=kind, meta={"params": asdict(params), **metrics}
+        path=os.path.abspath(output_dir),
+        kind=kind,
+        meta={"params": asdict(params), **metrics, "log_history": trainer.state.log_history},
     )
 
 

@@ -119,5 +119,10 @@ def train_grounding(
     return ModelRef(
         path=os.path.abspath(output_dir),
         kind="model",
-        meta={"params": asdict(params), "grounded": True, **metrics},
+        meta={
+            "params": asdict(params),
+            "grounded": True,
+            **metrics,
+            "log_history": trainer.state.log_history,
+        },
     )

@@ -137,10 +137,18 @@ def to_mdp_dataset(
 
 
 def train_offline_rl(
-    real: Any, imagined: Any | None, params: OfflineRLParams, discrete: bool, device: str = "cpu:0"
+    real: Any,
+    imagined: Any | None,
+    params: OfflineRLParams,
+    discrete: bool,
+    device: str = "cpu:0",
+    history: list[dict[str, float]] | None = None,
 ) -> Any:
     """Fit ``params.algo`` on a real ``MDPDataset`` (mixed with an imagined one when given
-    and ``imagined_ratio > 0``); returns the fitted d3rlpy algorithm. No log folders."""
+    and ``imagined_ratio > 0``); returns the fitted d3rlpy algorithm. No log folders.
+
+    ``history``, when given, receives d3rlpy's metrics of every epoch (``{"epoch": e,
+    "loss": ..., ...}``), which ``fit`` returns instead of writing them to a folder."""
     import d3rlpy
     from d3rlpy.dataset import InfiniteBuffer, MixedReplayBuffer, ReplayBuffer
     from d3rlpy.logging import NoopAdapterFactory
@@ -153,7 +161,7 @@ def train_offline_rl(
         primary = ReplayBuffer(InfiniteBuffer(), episodes=real.episodes)
         secondary = ReplayBuffer(InfiniteBuffer(), episodes=imagined.episodes)
         dataset = MixedReplayBuffer(primary, secondary, secondary_mix_ratio=params.imagined_ratio)
-    algo.fit(
+    epochs = algo.fit(
         dataset,
         n_steps=params.n_steps,
         n_steps_per_epoch=min(params.n_steps_per_epoch, params.n_steps),
@@ -161,6 +169,10 @@ def train_offline_rl(
         show_progress=progress_enabled(),
         save_interval=10**9,
     )
+    if history is not None:
+        history.extend(
+            {"epoch": int(epoch), **{k: float(v) for k, v in m.items()}} for epoch, m in epochs
+        )
     return algo
 
 

@@ -1,5 +1,7 @@
 """`ground_llm` pipeline: KALM's grounding records, then the grounded LLM, per KALM world."""
 
+import functools
+
 from kedro.pipeline import Pipeline, node, pipeline
 
 from leap_kalm.pipelines.ground_llm.nodes import (
@@ -8,6 +10,7 @@ from leap_kalm.pipelines.ground_llm.nodes import (
     train_grounded_llm,
 )
 from leap_kalm.pipelines.namespaces import KALM_WORLDS, for_world
+from leap_kalm.plots import plot_trainer_curve
 
 
 def create_world_grounding(world: str) -> Pipeline:
@@ -38,6 +41,15 @@ def create_world_grounding(world: str) -> Pipeline:
                 ],
                 "grounding_report",
                 name="evaluate_grounding_node",
+            ),
+            node(
+                functools.update_wrapper(
+                    functools.partial(plot_trainer_curve, title=f"{world}: grounding loss"),
+                    plot_trainer_curve,
+                ),
+                "grounded_llm",
+                "grounding_learning_curve",
+                name="plot_grounding_curve_node",
             ),
         ],
         namespace=world,

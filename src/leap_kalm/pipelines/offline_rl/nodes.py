@@ -21,6 +21,7 @@ def train_policy(
     offline_rl_params: dict[str, Any],
     world: str,
     kalm_imagined: dict[str, Any] | None = None,
+    history: list[dict[str, float]] | None = None,
     **imagined: dict[str, Any] | None,
 ) -> Any:
     """Fit the configured d3rlpy algorithm on the real data, mixed with imagined data:
@@ -31,7 +32,8 @@ def train_policy(
         ValueError: When imagined data is expected and none exists.
 
     Returns:
-        The fitted d3rlpy algorithm (saved as ``.d3`` by the catalog).
+        The fitted d3rlpy algorithm (saved as ``.d3`` by the catalog); d3rlpy's per-epoch
+        metrics are appended to ``history`` when it is given.
     """
     from leap_kalm.llm.encoder import InstructionEncoder
     from leap_kalm.training.offline_rl import to_mdp_dataset, train_offline_rl
@@ -62,4 +64,27 @@ def train_policy(
         f" + {len(mixed.episodes)} imagined ({config.imagined_ratio:.0%} of each batch)" if mixed else "",
         config.n_steps,
     )  # fmt: skip
-    return train_offline_rl(real, mixed, config, discrete=action_size is not None)
+    return train_offline_rl(real, mixed, config, discrete=action_size is not None, history=history)
+
+
+def train_policy_logged(
+    kalm_offline: dict[str, Any],
+    offline_rl_params: dict[str, Any],
+    world: str,
+    kalm_imagined: dict[str, Any] | None = None,
+    **imagined: dict[str, Any] | None,
+) -> tuple[Any, list[dict[str, float]]]:
+    """:func:`train_policy`, also returning d3rlpy's per-epoch metrics (the learning curve)."""
+    history: list[dict[str, float]] = []
+    policy = train_policy(
+        kalm_offline, offline_rl_params, world, kalm_imagined, history=history, **imagined
+    )
+    return policy, history
+
+
+def plot_offline_rl_curves(world: str, **histories: list[dict[str, float]]) -> Any:
+    """The policies' d3rlpy losses per epoch, one panel per metric (``policy_real``,
+    ``policy_kalm``)."""
+    from leap_kalm.plots import d3rlpy_curves
+
+    return d3rlpy_curves(histories, f"{world}: offline RL losses")

@@ -9,11 +9,11 @@ from kedro.pipeline import Pipeline, node, pipeline
 
 from leap_kalm.pipelines.imagine.pipeline import imagination_levels
 from leap_kalm.pipelines.namespaces import KALM_WORLDS
-from leap_kalm.pipelines.offline_rl.nodes import train_policy
+from leap_kalm.pipelines.offline_rl.nodes import plot_offline_rl_curves, train_policy_logged
 
 
-def _bound(world: str):
-    return functools.update_wrapper(functools.partial(train_policy, world=world), train_policy)
+def _bound(world: str, function=train_policy_logged):
+    return functools.update_wrapper(functools.partial(function, world=world), function)
 
 
 def create_world_offline_rl(world: str) -> Pipeline:
@@ -21,7 +21,7 @@ def create_world_offline_rl(world: str) -> Pipeline:
         node(
             _bound(world),
             {"kalm_offline": "kalm_offline", "offline_rl_params": "params:offline_rl"},
-            "policy_real",
+            ["policy_real", "policy_real_losses"],
             name="train_real_policy_node",
             tags=["gpu"],
         )
@@ -37,11 +37,20 @@ def create_world_offline_rl(world: str) -> Pipeline:
                     "kalm_imagined": "kalm_imagined",
                     **{level: f"imagined_{level}" for level in levels},
                 },
-                "policy_kalm",
+                ["policy_kalm", "policy_kalm_losses"],
                 name="train_kalm_policy_node",
                 tags=["gpu"],
             )
         )
+    policies = ["real", "kalm"] if levels else ["real"]
+    nodes.append(
+        node(
+            _bound(world, plot_offline_rl_curves),
+            {p: f"policy_{p}_losses" for p in policies},
+            "offline_rl_learning_curves",
+            name="plot_offline_rl_curves_node",
+        )
+    )
     return pipeline(nodes, namespace=world)
 
 

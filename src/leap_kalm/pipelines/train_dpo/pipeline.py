@@ -1,9 +1,18 @@
 """`train_dpo` pipeline: preference pairs from corrections, then DPO of the student."""
 
+import functools
+
 from kedro.pipeline import Pipeline, node
 
 from leap_kalm.pipelines.namespaces import per_leap_world
 from leap_kalm.pipelines.train_dpo.nodes import build_dpo_pairs, train_dpo_student
+from leap_kalm.plots import plot_trainer_curve
+
+
+def _curve(label: str):
+    return functools.update_wrapper(
+        functools.partial(plot_trainer_curve, title=f"{label}: training loss"), plot_trainer_curve
+    )
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -29,6 +38,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "student_dpo",
                     name="train_dpo_student_node",
                     tags=["gpu"],
+                ),
+                node(
+                    _curve("DPO"),
+                    "student_dpo",
+                    "dpo_learning_curve",
+                    name="plot_dpo_curve_node",
                 ),
             ]
         )

@@ -1,9 +1,18 @@
 """`train_sft` pipeline: DAgger-aggregated SFT records, then LoRA SFT of the student."""
 
+import functools
+
 from kedro.pipeline import Pipeline, node
 
 from leap_kalm.pipelines.namespaces import per_leap_world
 from leap_kalm.pipelines.train_sft.nodes import build_sft_records, train_sft_student
+from leap_kalm.plots import plot_trainer_curve
+
+
+def _curve(label: str):
+    return functools.update_wrapper(
+        functools.partial(plot_trainer_curve, title=f"{label}: training loss"), plot_trainer_curve
+    )
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -36,6 +45,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "student_sft",
                     name="train_sft_student_node",
                     tags=["gpu"],
+                ),
+                node(
+                    _curve("SFT"),
+                    "student_sft",
+                    "sft_learning_curve",
+                    name="plot_sft_curve_node",
                 ),
             ]
         )

@@ -1,0 +1,102 @@
+"""Learning curves as matplotlib figures, saved as PNG by kedro-datasets' matplotlib dataset.
+
+The trainers keep their loss log: transformers' ``trainer.state.log_history`` goes into
+the trained model's ``meta`` (so it travels with the model directory), d3rlpy's per-epoch
+metrics come back from ``fit``. These helpers turn them into figures a person can open.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from leap_kalm.schemas import ModelRef
+
+Curve = tuple[list[float], list[float]]
+
+
+def _figure(title: str) -> tuple[Any, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.set_title(title)
+    return fig, ax
+
+
+def curve_points(log_history: Sequence[Mapping[str, Any]], key: str = "loss") -> Curve:
+    """``(steps, values)`` of ``key`` in a transformers ``log_history`` (entries without
+    it, such as the final summary, are left out)."""
+    steps, values = [], []
+    for entry in log_history:
+        value = entry.get(key)
+        if isinstance(value, int | float) and math.isfinite(value) and "step" in entry:
+            steps.append(float(entry["step"]))
+            values.append(float(value))
+    return steps, values
+
+
+def curves_figure(
+    curves: Mapping[str, Curve], title: str, xlabel: str, ylabel: str, note: str = ""
+) -> Any:
+    """One line per named curve; ``note`` (or "nothing was logged") where none has points."""
+    fig, ax = _figure(title)
+    drawn = 0
+    for label, (x, y) in curves.items():
+        if x:
+            ax.plot(x, y, marker="." if len(x) < 50 else None, label=label)
+            drawn += 1
+    if drawn:
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        if drawn > 1:
+            ax.legend()
+    else:
+        ax.axis("off")
+        ax.text(0.5, 0.5, note or "nothing was logged", ha="center", va="center", wrap=True)
+    fig.tight_layout()
+    return fig
+
+
+def trainer_curve_figure(ref: ModelRef, title: str, keys: Sequence[str] = ("loss",)) -> Any:
+    """The training loss of a model trained by a transformers/trl trainer, read from its
+    ``meta["log_history"]``; a figure that says why when it was skipped or logged nothing."""
+    if ref.kind == "skipped":
+        return curves_figure({}, title, "", "", note=f"not trained: {ref.meta.get('reason', '')}")
+    history = ref.meta.get("log_history") or []
+    curves = {key: curve_points(history, key) for key in keys}
+    return curves_figure(curves, title, "optimizer step", "training loss")
+
+
+def plot_trainer_curve(ref: ModelRef, title: str) -> Any:
+    """Node: the learning curve of a trained student or grounded model (see
+    :func:`trainer_curve_figure`)."""
+    return trainer_curve_figure(ref, title)
+
+
+def d3rlpy_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], title: str) -> Any:
+    """d3rlpy's per-epoch metrics (``[{"epoch": e, "loss": ..., ...}, ...]`` per policy):
+    one panel per metric, one line per policy."""
+    metrics = sorted({k for rows in histories.values() for r in rows for k in r if k != "epoch"})
+    if not metrics:
+        return curves_figure({}, title, "", "")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.2), squeeze=False)
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        for label, rows in histories.items():
+            points = [(r["epoch"], r[metric]) for r in rows if metric in r]
+            if points:
+                ax.plot(*zip(*points, strict=True), marker=".", label=label)
+        ax.set_title(metric)
+        ax.set_xlabel("epoch")
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

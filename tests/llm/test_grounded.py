@@ -245,3 +245,37 @@ def test_predicted_targets_are_what_the_state_loss_scores(tiny):
     with torch.no_grad():
         loss = model(**collate_grounding(rows, tokenizer.pad_token_id, DISCRETE))["state_loss"]
     assert np.mean((predicted - truth) ** 2) == pytest.approx(loss.item(), rel=1e-4)
+
+
+def test_residual_states_predict_the_change_from_the_latest_state_shown(tiny):
+    """With the state head at zero, a residual model predicts "nothing changes" (each
+    dynamics record's next state is its current one) and a plain one predicts zeros; the
+    state loss then scores exactly that prediction."""
+    import dataclasses
+
+    import torch
+
+    from leap_kalm.llm.grounded import latest_states, predict_targets
+    from leap_kalm.llm.grounding_tasks import dynamics_record
+
+    lm, tokenizer = tiny
+    episodes = episodes_of(kalm_arrays(DISCRETE))
+    records = [dynamics_record(e, t) for e in episodes[:2] for t in range(len(e.actions))]
+    current = np.array([r["states"][0] for r in records])
+    for residual in (True, False):
+        model = build_grounded(lm, dataclasses.replace(DISCRETE, residual_states=residual)).eval()
+        torch.nn.init.zeros_(model.state_head.weight)
+        torch.nn.init.zeros_(model.state_head.bias)
+        predicted = predict_targets(model, tokenizer, records, batch_size=3)
+        expected = current if residual else np.zeros_like(current)
+        np.testing.assert_allclose(predicted, expected, atol=1e-6)
+        rows = [tokenize_record(tokenizer, r) for r in records]
+        with torch.no_grad():
+            loss = model(**collate_grounding(rows, tokenizer.pad_token_id, model.spec))
+        truth = np.array([r["states"][1] for r in records])
+        assert loss["state_loss"].item() == pytest.approx(
+            np.mean((expected - truth) ** 2), rel=1e-4
+        )
+    kinds = torch.tensor([[TEXT_SLOT, STATE_SLOT, ACTION_SLOT, STATE_SLOT, TEXT_SLOT]])
+    states = torch.arange(5, dtype=torch.float32).view(1, 5, 1).expand(1, 5, 2)
+    assert latest_states(kinds, states)[0, :, 0].tolist() == [0.0, 1.0, 1.0, 3.0, 3.0]

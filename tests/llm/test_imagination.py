@@ -45,7 +45,8 @@ def _reference(model, tokenizer, instruction, rollout):
         )["hidden"][0]
         after_states = hidden[kinds_t[0] == STATE_SLOT][:-1]  # each predicts the next action
         after_actions = hidden[kinds_t[0] == ACTION_SLOT]  # each predicts the next state
-        return model.action_head(after_states), model.state_head(after_actions)
+        base = torch.tensor(rollout.states[:-1])  # the state shown before each action
+        return model.action_head(after_states), model.predict_state(after_actions, base)
 
 
 def test_cached_batched_imagination_matches_one_uncached_forward(grounded):

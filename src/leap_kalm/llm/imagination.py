@@ -146,7 +146,7 @@ def _imagine_batch(
         cache, last, position, mask = _feed(
             model, cache, pad, ACTION_SLOT, None, fed_actions, position, mask, spec
         )
-        next_state = model.state_head(last).float().cpu()
+        next_state = model.predict_state(last, trajectory_states[-1]).float().cpu()
         trajectory_states.append(next_state)
         for b in np.flatnonzero(live):
             lengths[b] += 1

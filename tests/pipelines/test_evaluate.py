@@ -140,7 +140,7 @@ def test_summary_rows_per_split_and_task_type_plus_all():
         _trajectory("valid_unseen", "heat", False, 8, repairs=["empty", "empty"]),
     ]
     before = snapshot(rollouts)
-    summary = summarize_evaluation(rollouts, {"env": "alfworld"}, 3)
+    summary, steps = summarize_evaluation(rollouts, {"env": "alfworld"}, 3)
     assert summary["iteration"] == 3 and summary["env"] == "alfworld"
     assert [
         (r["split"], r["task_type"], r["success_rate"], r["mean_actions"], r["n"])
@@ -156,6 +156,18 @@ def test_summary_rows_per_split_and_task_type_plus_all():
     # steps without a repair field were taken verbatim ("exact")
     assert summary["action_repairs"] == {"exact": 24, "fuzzy": 1, "unmatched": 1, "empty": 2}
     assert snapshot(rollouts) == before
+    # the step table the summary was computed from: one row per step, queryable
+    import polars as pl
+
+    from leap_kalm.tables import STEP_COLUMNS
+
+    assert steps.columns == STEP_COLUMNS and steps.height == 28
+    assert steps["iteration"].unique().to_list() == [3]
+    last = steps.filter(pl.col("done"))
+    assert last.height == 4 and last["reward"].to_list() == [1.0, 0.0, 1.0, 0.0]
+    assert steps.filter(pl.col("step") > 0)["repeated"].all()  # "look" again and again
+    repaired = steps.group_by("repair").len().sort("repair")
+    assert dict(repaired.iter_rows()) == {"empty": 2, "exact": 24, "fuzzy": 1, "unmatched": 1}
 
 
 def test_success_row_reports_the_interval_and_behaviour_diagnostics():
@@ -191,7 +203,8 @@ def test_wilson_interval():
 
 
 def test_summary_of_real_evaluation_rollouts(eval_rollouts):
-    summary = summarize_evaluation(eval_rollouts, LEAP, 0)
+    summary, steps = summarize_evaluation(eval_rollouts, LEAP, 0)
+    assert steps.height == sum(len(t["steps"]) for t in eval_rollouts)
     overall = {r["split"]: r for r in summary["rows"] if r["task_type"] == "all"}
     assert set(overall) == {"valid_seen", "valid_unseen"}
     assert all(r["n"] == 1 and 0 <= r["success_rate"] <= 1 for r in overall.values())
@@ -199,8 +212,9 @@ def test_summary_of_real_evaluation_rollouts(eval_rollouts):
 
 
 def test_an_empty_evaluation_has_no_rows():
-    summary = summarize_evaluation([], LEAP, 0)
+    summary, steps = summarize_evaluation([], LEAP, 0)
     assert summary["rows"] == [] and summary["action_repairs"] == {}
+    assert steps.height == 0 and "admissible" in steps.columns
 
 
 # -- report_leap_progress ------------------------------------------------------------------

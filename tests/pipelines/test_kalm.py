@@ -50,6 +50,11 @@ def test_kalm_clevr_end_to_end(tiny_model_dir):
         ["real", "real"], ["real", "easy"], ["kalm", "real"], ["kalm", "easy"]
     ]  # fmt: skip
     assert (summary["n"] == 2).all() and np.all(summary["ci_low"] <= summary["success_rate"])
+    episodes = catalog.load("clevr.kalm_eval_episodes")  # the table the summary comes from
+    import polars as pl
+
+    wins = episodes.group_by(["policy", "level"], maintain_order=True).agg(pl.col("success").sum())
+    assert wins["success"].to_list() == (summary["success_rate"] * 2).round().astype(int).tolist()
     assert catalog.load("clevr.policy_kalm").impl is not None
     for policy in ("real", "kalm"):
         losses = catalog.load(f"clevr.policy_{policy}_losses")
@@ -79,12 +84,15 @@ def test_policies_are_evaluated_only_on_the_observation_layout_they_learnt():
     from leap_kalm.envs.kalm_format import canonical_kalm_dataset
 
     params = {"n_per_level": 1, "levels": ["easy"]}
-    table = evaluate_kalm_policies(
+    table, episodes = evaluate_kalm_policies(
         params, "metaworld",
         real=fit(canonical_kalm_dataset(ours, "ours")),
         kalm=fit(canonical_kalm_dataset(metaworld_layout(), "kalm")),
     )  # fmt: skip
     assert table["n"].tolist() == [1, 0] and np.isnan(table["success_rate"].iloc[1])
+    assert episodes.rows() == [
+        ("metaworld", "real", "easy", 0, 20_000, bool(table["success_rate"].iloc[0]))
+    ]
 
 
 def test_kalm_cli_run_and_its_notebook(tmp_path):

@@ -145,3 +145,5 @@ def test_results_notebook_runs_on_the_catalog(two_iterations):
         os.environ.pop("KEDRO_ENV", None)
     outputs = "".join(o.get("text", "") for cell in notebook.cells for o in cell.get("outputs", []))
     assert "iteration 1:" in outputs and "rollouts" in outputs
+    assert "polars.dataframe.frame" in outputs  # catalog.load gives polars DataFrames
+    assert "corrected steps" in outputs and "invalid_steps" in outputs

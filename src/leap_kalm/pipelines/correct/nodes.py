@@ -103,3 +103,13 @@ def correct_failed_rollouts(
             {**correction, "teacher": teacher.kind, "teacher_usage": teacher.usage()}
         )
     return corrections
+
+
+def tabulate_corrections(
+    rollouts: list[dict[str, Any]], corrections: list[dict[str, Any]], iteration: int
+) -> tuple[Any, Any]:
+    """The iteration's student rollouts and the teacher's corrections as step tables
+    (polars; parquet in the catalog): see :mod:`leap_kalm.tables`."""
+    from leap_kalm.tables import correction_steps, trajectory_steps
+
+    return trajectory_steps(rollouts, iteration), correction_steps(rollouts, corrections, iteration)

@@ -2,7 +2,11 @@
 
 from kedro.pipeline import Pipeline, node
 
-from leap_kalm.pipelines.correct.nodes import correct_failed_rollouts, roll_out_student
+from leap_kalm.pipelines.correct.nodes import (
+    correct_failed_rollouts,
+    roll_out_student,
+    tabulate_corrections,
+)
 from leap_kalm.pipelines.namespaces import per_leap_world
 
 
@@ -27,6 +31,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                     ["rollouts", "privileged_states", "games", "params:teacher", "params:leap"],
                     "corrections",
                     name="correct_failed_rollouts_node",
+                ),
+                node(
+                    tabulate_corrections,
+                    ["rollouts", "corrections", "params:leap_iteration"],
+                    ["rollout_steps", "correction_steps"],
+                    name="tabulate_corrections_node",
                 ),
             ]
         )

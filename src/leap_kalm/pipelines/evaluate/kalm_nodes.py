@@ -30,18 +30,25 @@ class KalmEvaluationParams(ConfigMixin):
     seed: int = 20_000
 
 
-def evaluate_kalm_policies(kalm_params: dict[str, Any], world: str, **policies: Any) -> Any:
-    """Success per policy and level with Wilson 95% intervals, as a table.
+def evaluate_kalm_policies(
+    kalm_params: dict[str, Any], world: str, **policies: Any
+) -> tuple[Any, Any]:
+    """Success per policy and level with Wilson 95% intervals, computed with polars from
+    the table of evaluation episodes.
 
     Args:
         kalm_params: ``KalmEvaluationParams`` as a mapping.
         world: The KALM world.
         **policies: Fitted d3rlpy algorithms by name (``real``, ``kalm``).
+
+    Returns:
+        The summary (pandas, columns ``KALM_SUMMARY_COLUMNS``) and the episodes (polars,
+        ``leap_kalm.tables.KALM_EPISODE_COLUMNS``).
     """
     import pandas as pd
 
     from leap_kalm.llm.encoder import InstructionEncoder
-    from leap_kalm.stats import wilson_interval
+    from leap_kalm.tables import kalm_episode_table, kalm_summary
     from leap_kalm.training.offline_rl import evaluate_policy
 
     config = KalmEvaluationParams.from_dict(kalm_params)
@@ -53,7 +60,7 @@ def evaluate_kalm_policies(kalm_params: dict[str, Any], world: str, **policies: 
             f"{world} has no evaluation levels {unknown}; it has {list(module.EVALUATION_LEVELS)}"
         )
     encoder = InstructionEncoder()
-    rows = []
+    episodes: list[dict[str, Any]] = []
     for name, algo in policies.items():
         observation_size = _observation_size(algo)
         expected = module.make_env(levels[0]).reset(seed=config.seed)[0].shape[-1] + encoder.dim
@@ -63,10 +70,6 @@ def evaluate_kalm_policies(kalm_params: dict[str, Any], world: str, **policies: 
                 "trained on another observation layout (KALM's own files?) and is not evaluated here",
                 world, name, observation_size, expected,
             )  # fmt: skip
-            rows += [
-                [world, name, level, float("nan"), float("nan"), float("nan"), 0]
-                for level in levels
-            ]
             continue
         for level in levels:
             success = evaluate_policy(
@@ -76,11 +79,18 @@ def evaluate_kalm_policies(kalm_params: dict[str, Any], world: str, **policies: 
                 config.seed,
                 encoder.encode,
             )
-            won = sum(success)
-            low, high = wilson_interval(won, len(success))
-            rows.append([world, name, level, won / len(success), low, high, len(success)])
-            logger.info("%s %s policy, %s goals: %d/%d", world, name, level, won, len(success))
-    return pd.DataFrame(rows, columns=KALM_SUMMARY_COLUMNS)
+            episodes += [
+                {"env": world, "policy": name, "level": level, "episode": i,
+                 "seed": config.seed + i, "success": bool(won)}
+                for i, won in enumerate(success)
+            ]  # fmt: skip
+            logger.info(
+                "%s %s policy, %s goals: %d/%d", world, name, level, sum(success), len(success)
+            )
+    table = kalm_episode_table(episodes)
+    order = [(name, level) for name in policies for level in levels]
+    summary = pd.DataFrame([{"env": world, **row} for row in kalm_summary(table, order)])
+    return summary[KALM_SUMMARY_COLUMNS], table
 
 
 def _observation_size(algo: Any) -> int:

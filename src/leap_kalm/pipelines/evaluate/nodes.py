@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from leap_kalm.envs.registry import episode_specs
 from leap_kalm.isolation import in_fresh_process
-from leap_kalm.llm.parsing import is_admissible
 from leap_kalm.pipelines.leap_iteration import trained_student
 from leap_kalm.pipelines.params import LeapParams
 from leap_kalm.progress import track
@@ -101,65 +99,40 @@ def play_evaluation(
 
 
 def success_row(trajectories: list[dict[str, Any]]) -> dict[str, Any]:
-    """Success with its Wilson 95% interval, and behaviour diagnostics, of some episodes.
-
-    ``invalid_action_rate`` is the share of steps whose action was not a candidate,
-    ``repeat_rate`` the share of steps that repeated the previous action, and
+    """Success with its Wilson 95% interval, and behaviour diagnostics, of some episodes
+    (one row of :func:`leap_kalm.tables.leap_summary_rows`, computed from their step
+    table): ``invalid_action_rate`` is the share of steps whose action was not a
+    candidate, ``repeat_rate`` the share of steps that repeated the previous action,
     ``mean_actions_won`` the mean length of the won episodes (``None`` when none was won),
     ``mean_score`` the mean final reward (WebShop's score; ALFWorld's is 1 for a win).
     """
-    from leap_kalm.stats import wilson_interval
+    import polars as pl
 
-    n = len(trajectories)
-    wins = [t for t in trajectories if t["success"]]
-    steps = [s for t in trajectories for s in t["steps"]]
-    repeats = sum(
-        a["action"] == b["action"]
-        for t in trajectories
-        for a, b in zip(t["steps"], t["steps"][1:], strict=False)
-    )
-    low, high = wilson_interval(len(wins), n)
-    return {
-        "success_rate": len(wins) / n,
-        "ci_low": low,
-        "ci_high": high,
-        "mean_score": sum(t.get("score", float(t["success"])) for t in trajectories) / n,
-        "mean_actions": sum(t["num_actions"] for t in trajectories) / n,
-        "mean_actions_won": (sum(t["num_actions"] for t in wins) / len(wins)) if wins else None,
-        "invalid_action_rate": sum(
-            not is_admissible(s["action"], s["candidate_actions"]) for s in steps
-        )
-        / max(len(steps), 1),
-        "repeat_rate": repeats / max(len(steps), 1),
-        "n": n,
-    }
+    from leap_kalm.tables import _group_summary, trajectory_steps
+
+    steps = trajectory_steps(trajectories).with_columns(group=pl.lit(""))
+    row = _group_summary(steps, ["group"])[0]
+    return {k: v for k, v in row.items() if k != "group"}
 
 
 def summarize_evaluation(
     eval_rollouts: list[dict[str, Any]], leap_params: dict[str, Any], iteration: int
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], Any]:
     """Success (with a 95% interval), length and diagnostics per split and task type (and
-    ``all``) for one iteration; see :func:`success_row`."""
+    ``all``) for one iteration, computed with polars from the evaluation's step table.
+
+    Returns:
+        The iteration's report (``rows`` as :func:`leap_kalm.tables.leap_summary_rows`,
+        ``action_repairs``) and the step table (``eval_steps``, parquet in the catalog).
+    """
+    from leap_kalm.tables import leap_summary_rows, trajectory_steps
+
     config = LeapParams.from_dict(leap_params)
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for trajectory in eval_rollouts:
-        groups[(trajectory["split"], trajectory["task_type"])].append(trajectory)
-        groups[(trajectory["split"], "all")].append(trajectory)
-    rows = [
-        {"iteration": iteration, "env": config.env, "split": split, "task_type": task_type}
-        | success_row(trajectories)
-        for (split, task_type), trajectories in sorted(groups.items())
-    ]
-    repairs: dict[str, int] = defaultdict(int)
-    for trajectory in eval_rollouts:
-        for step in trajectory["steps"]:
-            repairs[step.get("repair", "exact")] += 1
-    return {
-        "iteration": iteration,
-        "env": config.env,
-        "rows": rows,
-        "action_repairs": dict(repairs),
-    }
+    steps = trajectory_steps(eval_rollouts, iteration)
+    rows = [{"iteration": iteration, "env": config.env} | row for row in leap_summary_rows(steps)]
+    repairs = dict(steps.group_by("repair").len().sort("len", descending=True).iter_rows())
+    report = {"iteration": iteration, "env": config.env, "rows": rows, "action_repairs": repairs}
+    return report, steps
 
 
 def report_leap_progress(

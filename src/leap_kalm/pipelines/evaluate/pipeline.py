@@ -35,7 +35,7 @@ def create_leap_evaluation() -> Pipeline:
                 node(
                     summarize_evaluation,
                     ["eval_rollouts", "params:leap", "params:leap_iteration"],
-                    "eval",
+                    ["eval", "eval_steps"],
                     name="summarize_evaluation_node",
                 ),
                 node(
@@ -64,7 +64,7 @@ def create_kalm_evaluation(world: str) -> Pipeline:
             node(
                 evaluate,
                 {"kalm_params": "params:kalm_evaluation", **policies},
-                "kalm_eval_summary",
+                ["kalm_eval_summary", "kalm_eval_episodes"],
                 name="evaluate_policies_node",
             )
         ],

@@ -215,3 +215,42 @@ def kalm_summary(episodes: Any, order: Sequence[tuple[str, str]]) -> list[dict[s
             rows.append({"policy": policy, "level": level, "success_rate": nan,
                          "ci_low": nan, "ci_high": nan, "n": 0})  # fmt: skip
     return rows
+
+
+def kalm_transition_table(datasets: Sequence[dict[str, Any]]) -> Any:
+    """One row per transition of KALM-layout datasets (the imagined levels): ``level``,
+    ``episode``, ``t``, ``state``, ``action`` and ``next_state`` (lists of floats; a discrete
+    action is a one-element list), ``reward``, ``terminal``, and the episode's
+    ``goal_consistent`` / ``replay_success`` where the dataset has them."""
+    import numpy as np
+    import polars as pl
+
+    rows = []
+    for data in datasets:
+        masks = np.asarray(data["masks"]).reshape(len(data["masks"]), -1)
+        consistent = data.get("goal_consistent")
+        replayed = data.get("replay_success")
+        for i, t in zip(*np.nonzero(masks), strict=True):
+            action = np.asarray(data["actions"][i, t], dtype=np.float64).reshape(-1)
+            rows.append(
+                {
+                    "level": str(data.get("level", "")),
+                    "episode": int(i),
+                    "t": int(t),
+                    "state": np.asarray(data["observations"][i, t], dtype=np.float64).tolist(),
+                    "action": action.tolist(),
+                    "next_state": np.asarray(
+                        data["next_observations"][i, t], dtype=np.float64
+                    ).tolist(),
+                    "reward": float(np.asarray(data["rewards"][i, t]).reshape(-1)[0]),
+                    "terminal": bool(np.asarray(data["terminals"][i, t]).reshape(-1)[0]),
+                    "goal_consistent": None if consistent is None else bool(consistent[i]),
+                    "replay_success": None if replayed is None else bool(replayed[i]),
+                }
+            )
+    schema = {
+        "level": pl.Utf8, "episode": pl.Int64, "t": pl.Int64, "state": pl.List(pl.Float64),
+        "action": pl.List(pl.Float64), "next_state": pl.List(pl.Float64), "reward": pl.Float64,
+        "terminal": pl.Boolean, "goal_consistent": pl.Boolean, "replay_success": pl.Boolean,
+    }  # fmt: skip
+    return pl.DataFrame(rows, schema=schema)

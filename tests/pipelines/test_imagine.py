@@ -78,16 +78,34 @@ def test_arrays_mark_the_terminal_on_the_step_that_reaches_the_goal():
 
 def test_the_summary_gives_each_level_its_shares_with_intervals():
     def level(name, consistent, replayed):
+        masks = np.ones((4, 2))
+        masks[3, 1] = 0  # the last rollout ended after one step
         return {
-            "level": name, "masks": np.ones((4, 2)),
+            "level": name, "masks": masks,
+            "observations": np.arange(4 * 2 * 3, dtype=np.float32).reshape(4, 2, 3),
+            "next_observations": np.ones((4, 2, 3)), "actions": np.full((4, 2), 7),
+            "rewards": np.zeros((4, 2, 1)), "terminals": np.zeros((4, 2, 1), dtype=bool),
             "goal_consistent": np.array(consistent), "replay_success": np.array(replayed),
         }  # fmt: skip
 
-    summary = summarize_imagination(
+    summary, transitions = summarize_imagination(
         easy=level("easy", [1, 1, 0, 0], [1, 0, 0, 0]), hard=level("hard", [0] * 4, [0] * 4)
     )
     assert summary["easy"]["goal_consistent"] == 0.5 and summary["easy"]["replay_success"] == 0.25
-    assert summary["hard"]["goal_consistent_ci95"][0] == 0.0 and summary["easy"]["mean_steps"] == 2
+    assert (
+        summary["hard"]["goal_consistent_ci95"][0] == 0.0 and summary["easy"]["mean_steps"] == 1.75
+    )
+    # the transitions table: 7 real steps per level, masked steps left out
+    assert transitions.height == 14 and transitions["level"].unique().sort().to_list() == [
+        "easy",
+        "hard",
+    ]
+    first = transitions.row(0, named=True)
+    assert (
+        first["state"] == [0.0, 1.0, 2.0] and first["action"] == [7.0] and first["goal_consistent"]
+    )
+    easy = transitions.filter(transitions["level"] == "easy")
+    assert easy.group_by("episode").len().sort("episode")["len"].to_list() == [2, 2, 2, 1]
 
 
 def test_worlds_without_imagination_are_named():

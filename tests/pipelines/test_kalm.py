@@ -42,6 +42,12 @@ def test_kalm_clevr_end_to_end(tiny_model_dir):
     for level in ("rephrase", "easy", "hard"):
         data = catalog.load(f"clevr.imagined_{level}")
         assert validate_kalm_dataset(data, source=level)["n_episodes"] == 3
+    transitions = catalog.load("clevr.imagined_transitions")
+    assert transitions["level"].unique().sort().to_list() == ["easy", "hard", "rephrase"]
+    assert transitions.height == sum(
+        int(catalog.load(f"clevr.imagined_{level}")["masks"].sum())
+        for level in ("rephrase", "easy", "hard")
+    )
     quality = catalog.load("clevr.imagination_summary")
     assert set(quality) == {"rephrase", "easy", "hard"} and quality["hard"]["n"] == 3
     summary = catalog.load("clevr.kalm_eval_summary")

@@ -152,10 +152,12 @@ def kalm_arrays(
     return data
 
 
-def summarize_imagination(**imagined: dict[str, Any]) -> dict[str, Any]:
+def summarize_imagination(**imagined: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     """Per level: rollouts, mean length, and the shares that reach their goal on the
-    generated states and when replayed in the real env (KALM's imagination quality)."""
+    generated states and when replayed in the real env (KALM's imagination quality);
+    and every imagined transition as a table (polars; parquet in the catalog)."""
     from leap_kalm.stats import wilson_interval
+    from leap_kalm.tables import kalm_transition_table
 
     summary = {}
     for data in imagined.values():
@@ -169,7 +171,7 @@ def summarize_imagination(**imagined: dict[str, Any]) -> dict[str, Any]:
             "replay_success": replayed / n,
             "replay_success_ci95": list(wilson_interval(replayed, n)),
         }
-    return summary
+    return summary, kalm_transition_table(list(imagined.values()))
 
 
 def labelled_kalm_rollouts(

@@ -37,7 +37,7 @@ def create_world_imagination(world: str) -> Pipeline:
         node(
             summarize_imagination,
             {level: f"imagined_{level}" for level in levels},
-            "imagination_summary",
+            ["imagination_summary", "imagined_transitions"],
             name="summarize_imagination_node",
         )
     )

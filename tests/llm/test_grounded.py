@@ -279,3 +279,48 @@ def test_residual_states_predict_the_change_from_the_latest_state_shown(tiny):
     kinds = torch.tensor([[TEXT_SLOT, STATE_SLOT, ACTION_SLOT, STATE_SLOT, TEXT_SLOT]])
     states = torch.arange(5, dtype=torch.float32).view(1, 5, 1).expand(1, 5, 2)
     assert latest_states(kinds, states)[0, :, 0].tolist() == [0.0, 1.0, 1.0, 3.0, 3.0]
+
+
+def test_state_scale_sets_the_heads_unit_and_the_losss(tiny):
+    """With ``state_scale`` the head's output is in those units (its change is scaled back
+    before the residual is added) and the state loss is measured in them."""
+    import dataclasses
+
+    import torch
+
+    from leap_kalm.llm.grounded import predict_targets
+    from leap_kalm.llm.grounding_tasks import dynamics_record
+    from leap_kalm.pipelines.ground_llm.nodes import change_scale
+
+    lm, tokenizer = tiny
+    data = kalm_arrays(DISCRETE)
+    episodes = episodes_of(data)
+    records = [dynamics_record(e, t) for e in episodes[:2] for t in range(len(e.actions))]
+    scale = [2.0] * 5 + [0.5] * 5
+    model = build_grounded(lm, dataclasses.replace(DISCRETE, state_scale=scale)).eval()
+    torch.nn.init.zeros_(model.state_head.weight)
+    torch.nn.init.ones_(model.state_head.bias)  # the head says "+1 unit" everywhere
+    predicted = predict_targets(model, tokenizer, records, batch_size=4)
+    current = np.array([r["states"][0] for r in records])
+    np.testing.assert_allclose(predicted, current + np.array(scale), atol=1e-5)
+    rows = [tokenize_record(tokenizer, r) for r in records]
+    with torch.no_grad():
+        loss = model(**collate_grounding(rows, tokenizer.pad_token_id, model.spec))["state_loss"]
+    truth = np.array([r["states"][1] for r in records])
+    expected = np.mean(((predicted - truth) / np.array(scale)) ** 2)
+    assert loss.item() == pytest.approx(expected, rel=1e-4)
+    # the spread of the change over valid steps, floored at 1% of the largest
+    spread = change_scale(data)
+    masks = data["masks"].astype(bool)
+    change = (data["next_observations"] - data["observations"])[masks]
+    np.testing.assert_allclose(
+        spread, np.maximum(change.std(axis=0), change.std(axis=0).max() * 0.01), rtol=1e-5
+    )
+    still = {**data, "next_observations": data["observations"].copy()}
+    steps = (
+        np.arange(data["masks"].shape[1])[None, :] * masks
+    )  # number 0 moves by t, the rest never
+    still["next_observations"][..., 0] += steps
+    moving = change_scale(still)
+    assert moving[0] == pytest.approx(steps[masks].std(), rel=1e-5)
+    assert moving[1:] == [pytest.approx(moving[0] * 0.01)] * 9

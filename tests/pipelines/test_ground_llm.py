@@ -3,6 +3,8 @@ the data or the world, and the kalm composition's ingest -> grounding slice on t
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from kedro.io import DataCatalog
@@ -33,10 +35,12 @@ def test_records_hold_out_whole_episodes():
 def test_the_spec_comes_from_the_data_and_else_from_the_world():
     params = GroundLLMParams(state_loss_weight=0.3)
     clevr = grounding_spec(kalm_arrays(DISCRETE), "clevr", params)
+    scale = clevr.pop("state_scale")
     assert clevr == {
         "obs_dim": 10, "action_kind": "discrete", "action_dim": 40,
         "state_loss_weight": 0.3, "action_loss_weight": 0.5,
     }  # fmt: skip
+    assert len(scale) == 10 and min(scale) > 0  # the spread of each number's change
     kalm_metadata = {**kalm_arrays(DISCRETE), "action_type": "discrete", "action_dim": 12}
     assert grounding_spec(kalm_metadata, "clevr", params)["action_dim"] == 12
     metaworld = grounding_spec(kalm_arrays(CONTINUOUS), "metaworld", params)
@@ -76,7 +80,8 @@ def test_kalm_clevr_ingest_then_grounding_slice(tiny_model_dir):
     ref = catalog.load("clevr.grounded_llm")
     assert ref.meta["spec"]["action_dim"] == 40 and ref.meta["world"] == "clevr"
     model, _ = load_grounded(ref.path)
-    assert model.spec == DISCRETE and np.isfinite(ref.meta["train/train_loss"])
+    assert dataclasses.replace(model.spec, state_scale=None) == DISCRETE
+    assert len(model.spec.state_scale) == 10 and np.isfinite(ref.meta["train/train_loss"])
 
 
 def test_grounding_is_scored_on_every_held_out_transition(tiny_model_dir, tmp_path):

@@ -54,7 +54,21 @@ def grounding_spec(
         "action_dim": int(dim),
         "state_loss_weight": params.state_loss_weight,
         "action_loss_weight": params.action_loss_weight,
+        "state_scale": change_scale(kalm_offline),
     }
+
+
+def change_scale(kalm_offline: dict[str, Any]) -> list[float]:
+    """Per number of a state, the spread (standard deviation) of its change over the valid
+    transitions of the data: the unit the residual state head predicts in (floored at 1%
+    of the largest spread, so numbers that never move do not blow the loss up)."""
+    obs = np.asarray(kalm_offline["observations"], dtype=np.float64)
+    nxt = np.asarray(kalm_offline["next_observations"], dtype=np.float64)
+    masks = np.asarray(kalm_offline["masks"]).reshape(obs.shape[:2]).astype(bool)
+    change = (nxt - obs)[masks]
+    spread = change.std(axis=0) if len(change) else np.ones(obs.shape[-1])
+    floor = max(float(spread.max()) * 0.01, 1e-6)
+    return [float(max(s, floor)) for s in spread]
 
 
 def build_grounding_records(

@@ -104,12 +104,7 @@ def test_policies_are_evaluated_only_on_the_observation_layout_they_learnt():
 def test_kalm_cli_run_and_its_notebook(tmp_path):
     """`kedro run --env test --pipeline=kalm --namespaces=clevr` from a copy of the checkout
     writes the catalog's files, and notebooks/kalm_results.ipynb executes on them."""
-    import os
-
-    import nbformat
-    from nbclient import NotebookClient
-
-    from tests.helpers import copy_project, run_kedro
+    from tests.helpers import copy_project, execute_notebook, notebook_text, run_kedro
 
     project = copy_project(tmp_path / "project")
     result = run_kedro(
@@ -123,18 +118,8 @@ def test_kalm_cli_run_and_its_notebook(tmp_path):
     for curve in ("grounding_learning_curve.png", "offline_rl_learning_curves.png"):
         versions = list((reporting / curve).glob("*/" + curve))
         assert len(versions) == 1 and versions[0].read_bytes()[:4] == b"\x89PNG", curve
-    notebook = nbformat.read(project / "notebooks" / "kalm_results.ipynb", as_version=4)
-    os.environ["KEDRO_ENV"] = "test"
-    try:
-        NotebookClient(
-            notebook,
-            timeout=300,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(project / "notebooks")}},
-        ).execute()
-    finally:
-        os.environ.pop("KEDRO_ENV", None)
-    outputs = "".join(o.get("text", "") for cell in notebook.cells for o in cell.get("outputs", []))
+    notebook = execute_notebook(project, "kalm_results.ipynb")
+    outputs = notebook_text(notebook)
     assert "real episodes:" in outputs and "imagined rephrase rollouts:" in outputs
     assert "goal_consistent" in outputs and "grounded_mse" in outputs
     images = [

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from tests.helpers import copy_project, run_kedro
+from tests.helpers import copy_project, execute_notebook, notebook_text, run_kedro
 
 
 @pytest.fixture(scope="module")
@@ -127,23 +126,9 @@ def test_a_later_iteration_without_its_predecessor_fails_clearly(project):
 
 def test_results_notebook_runs_on_the_catalog(two_iterations):
     """notebooks/leap_results.ipynb executes against the two iterations of the fixture."""
-    import nbformat
-    from nbclient import NotebookClient
-
     project, first, second = two_iterations
     assert second is not None and second.returncode == 0, "the two iterations did not run"
-    notebook = nbformat.read(project / "notebooks" / "leap_results.ipynb", as_version=4)
-    os.environ["KEDRO_ENV"] = "test"
-    try:
-        NotebookClient(
-            notebook,
-            timeout=300,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(project / "notebooks")}},
-        ).execute()
-    finally:
-        os.environ.pop("KEDRO_ENV", None)
-    outputs = "".join(o.get("text", "") for cell in notebook.cells for o in cell.get("outputs", []))
+    outputs = notebook_text(execute_notebook(project, "leap_results.ipynb"))
     assert "iteration 1:" in outputs and "rollouts" in outputs
     assert "polars.dataframe.frame" in outputs  # catalog.load gives polars DataFrames
     assert "corrected steps" in outputs and "invalid_steps" in outputs

@@ -45,8 +45,8 @@ def test_trainer_curve_draws_the_loss_or_says_why_not():
 def test_d3rlpy_curves_one_panel_per_metric_one_line_per_policy():
     histories = {
         "real": [
-            {"epoch": 1, "loss": 2.0, "td_loss": 1.0},
-            {"epoch": 2, "loss": 1.5, "td_loss": 0.8},
+            {"epoch": 1, "loss": 2.0, "td_loss": 1.0, "time_step": 0.01},
+            {"epoch": 2, "loss": 1.5, "td_loss": 0.8, "time_step": 0.02},
         ],
         "kalm": [{"epoch": 1, "loss": 2.2, "td_loss": 1.1}],
     }

@@ -78,9 +78,10 @@ def plot_trainer_curve(ref: ModelRef, title: str) -> Any:
 
 
 def d3rlpy_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], title: str) -> Any:
-    """d3rlpy's per-epoch metrics (``[{"epoch": e, "loss": ..., ...}, ...]`` per policy):
-    one panel per metric, one line per policy."""
-    metrics = sorted({k for rows in histories.values() for r in rows for k in r if k != "epoch"})
+    """d3rlpy's per-epoch losses (``[{"epoch": e, "loss": ..., "td_loss": ..., ...}, ...]``
+    per policy; its ``time_*`` figures are left out): one panel per loss, one line per
+    policy."""
+    metrics = sorted({k for rows in histories.values() for r in rows for k in r if "loss" in k})
     if not metrics:
         return curves_figure({}, title, "", "")
     import matplotlib

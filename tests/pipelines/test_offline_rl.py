@@ -68,3 +68,23 @@ def test_the_kalm_policy_trains_on_kalm_files_and_needs_some_imagined_data(tmp_p
         ValueError, match=r"clevr: no imagined data; run `kedro run --pipeline=imagine"
     ):
         train_policy(real, RL, "clevr", kalm_imagined=None, rephrase=None, easy=None, hard=None)
+
+
+def test_only_goal_consistent_imagined_rollouts_can_be_kept():
+    """``imagined_episodes: goal_consistent`` trains on the imagined rollouts whose generated
+    states reach their goal; with none, it says so instead of training on real data alone."""
+    from leap_kalm.training.offline_rl import OfflineRLParams, select_episodes
+
+    real = generate_clevr_dataset(4, 1, horizon=5, progress=False)
+    imagined = {**generate_clevr_dataset(3, 2, horizon=5, progress=False)}
+    imagined["goal_consistent"] = np.array([True, False, True])
+    kept = select_episodes(imagined, imagined["goal_consistent"])
+    assert kept["observations"].shape[0] == kept["masks"].shape[0] == 2
+    np.testing.assert_array_equal(kept["actions"][1], imagined["actions"][2])
+    params = {**RL, "imagined_episodes": "goal_consistent"}
+    assert train_policy(real, params, "clevr", rephrase=imagined).impl is not None
+    none = {**imagined, "goal_consistent": np.zeros(3, dtype=bool)}
+    with pytest.raises(ValueError, match="no imagined rollout reaches its goal"):
+        train_policy(real, params, "clevr", rephrase=none)
+    with pytest.raises(ValueError, match="imagined_episodes must be one of"):
+        OfflineRLParams(imagined_episodes="best")

@@ -27,6 +27,22 @@ from leap_kalm.schemas import ConfigMixin
 logger = logging.getLogger(__name__)
 
 
+IMAGINED_EPISODES = ("all", "goal_consistent")
+
+
+def select_episodes(data: Mapping[str, Any], keep: Any) -> dict[str, Any]:
+    """A KALM-layout dataset restricted to the episodes where ``keep`` (N booleans) holds:
+    every array whose first axis is the episodes is indexed, the rest is kept as is."""
+    import numpy as np
+
+    keep = np.asarray(keep, dtype=bool)
+    n = len(keep)
+    return {
+        k: (np.asarray(v)[keep] if isinstance(v, np.ndarray) and v.ndim and len(v) == n else v)
+        for k, v in data.items()
+    }
+
+
 @dataclass
 class OfflineRLParams(ConfigMixin):
     """One offline RL run (``<world>.offline_rl.train``).
@@ -40,6 +56,8 @@ class OfflineRLParams(ConfigMixin):
         n_steps_per_epoch: Steps between d3rlpy's epoch logs.
         imagined_ratio: Share of each batch drawn from imagined data when there is some
             (KALM: 0.5); 0 trains on real data only.
+        imagined_episodes: Which imagined rollouts train: ``all`` (KALM) or
+            ``goal_consistent`` (only those whose generated states reach their goal).
         seed: Seed of d3rlpy (sampling and initialisation).
     """
 
@@ -48,12 +66,17 @@ class OfflineRLParams(ConfigMixin):
     n_steps: int = 10_000
     n_steps_per_epoch: int = 1_000
     imagined_ratio: float = 0.5
+    imagined_episodes: str = "all"
     seed: int = 0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.imagined_ratio < 1.0:
             raise ValueError(
                 f"offline_rl imagined_ratio must be in [0, 1), got {self.imagined_ratio}"
+            )
+        if self.imagined_episodes not in IMAGINED_EPISODES:
+            raise ValueError(
+                f"offline_rl imagined_episodes must be one of {IMAGINED_EPISODES}, got {self.imagined_episodes!r}"
             )
         if self.n_steps <= 0 or self.n_steps_per_epoch <= 0:
             raise ValueError("offline_rl n_steps and n_steps_per_epoch must be positive")

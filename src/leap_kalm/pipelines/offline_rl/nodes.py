@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from leap_kalm.envs.registry import get_world
-from leap_kalm.training.offline_rl import OfflineRLParams
+from leap_kalm.training.offline_rl import OfflineRLParams, select_episodes
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,14 @@ def train_policy(
             "first or pass --params kalm_imagined_data=PATH"
         )
     imagined = {k: v for k, v in imagined.items() if v is not None}
+    if config.imagined_episodes == "goal_consistent":
+        imagined = {k: select_episodes(v, v["goal_consistent"]) for k, v in imagined.items()}
+        imagined = {k: v for k, v in imagined.items() if len(v["masks"])}
+        if not imagined:
+            raise ValueError(
+                f"{world}: no imagined rollout reaches its goal, so imagined_episodes: "
+                "goal_consistent leaves nothing to train on (use all)"
+            )
     if imagined:
         parts = [to_mdp_dataset(data, encoder.encode, action_size) for data in imagined.values()]
         mixed = parts[0]

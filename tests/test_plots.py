@@ -55,3 +55,14 @@ def test_d3rlpy_curves_one_panel_per_metric_one_line_per_policy():
     assert [len(ax.lines) for ax in fig.axes] == [2, 2]
     assert list(fig.axes[0].lines[0].get_ydata()) == [2.0, 1.5]
     assert any("nothing was logged" in t for t in _texts(d3rlpy_curves({"real": []}, "empty")))
+
+
+def test_long_logs_get_a_moving_mean_beside_the_raw_line():
+    from leap_kalm.plots import moving_mean
+
+    assert moving_mean([1.0, 3.0, 5.0, 7.0], 2) == [1.0, 2.0, 4.0, 6.0]
+    history = [{"loss": float(i % 2), "step": i} for i in range(1, 101)]
+    fig = trainer_curve_figure(ModelRef(path="x", kind="model", meta={"log_history": history}), "g")
+    raw, mean = fig.axes[0].lines
+    assert len(raw.get_ydata()) == len(mean.get_ydata()) == 100
+    assert abs(mean.get_ydata()[-1] - 0.5) <= 0.1 and raw.get_alpha() == 0.3  # window 5

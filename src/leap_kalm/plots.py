@@ -39,6 +39,17 @@ def curve_points(log_history: Sequence[Mapping[str, Any]], key: str = "loss") ->
     return steps, values
 
 
+def moving_mean(values: Sequence[float], window: int) -> list[float]:
+    """The mean of each value and the ``window - 1`` before it (fewer at the start)."""
+    out, total = [], 0.0
+    for i, value in enumerate(values):
+        total += value
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
 def curves_figure(
     curves: Mapping[str, Curve], title: str, xlabel: str, ylabel: str, note: str = ""
 ) -> Any:
@@ -46,9 +57,14 @@ def curves_figure(
     fig, ax = _figure(title)
     drawn = 0
     for label, (x, y) in curves.items():
-        if x:
-            ax.plot(x, y, marker="." if len(x) < 50 else None, label=label)
-            drawn += 1
+        if not x:
+            continue
+        if len(x) < 50:
+            ax.plot(x, y, marker=".", label=label)
+        else:  # long logs are noisy (batches of alike records): the raw line faint, a mean over it
+            (raw,) = ax.plot(x, y, alpha=0.3, lw=0.8)
+            ax.plot(x, moving_mean(y, max(5, len(y) // 25)), color=raw.get_color(), label=label)
+        drawn += 1
     if drawn:
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)

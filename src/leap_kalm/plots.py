@@ -93,6 +93,15 @@ def plot_trainer_curve(ref: ModelRef, title: str) -> Any:
     return trainer_curve_figure(ref, title)
 
 
+def trainer_curve_node(title: str) -> Any:
+    """:func:`plot_trainer_curve` with its title bound, named as itself (for a Kedro node)."""
+    import functools
+
+    return functools.update_wrapper(
+        functools.partial(plot_trainer_curve, title=title), plot_trainer_curve
+    )
+
+
 def d3rlpy_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], title: str) -> Any:
     """d3rlpy's per-epoch losses (``[{"epoch": e, "loss": ..., "td_loss": ..., ...}, ...]``
     per policy; its ``time_*`` figures are left out): one panel per loss, one line per

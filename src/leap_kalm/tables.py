@@ -121,7 +121,7 @@ def correction_steps(
     return pl.DataFrame(rows, schema=schema)
 
 
-def _group_summary(steps: Any, keys: list[str]) -> list[dict[str, Any]]:
+def group_summary(steps: Any, keys: list[str]) -> list[dict[str, Any]]:
     """Success, score, length and behaviour per group of a step table (see
     :func:`leap_summary_rows`)."""
     import polars as pl
@@ -173,7 +173,7 @@ def leap_summary_rows(steps: Any) -> list[dict[str, Any]]:
     if steps.is_empty():
         return []
     both = pl.concat([steps, steps.with_columns(task_type=pl.lit("all"))])
-    return _group_summary(both, ["split", "task_type"])
+    return group_summary(both, ["split", "task_type"])
 
 
 KALM_EPISODE_COLUMNS = ["env", "policy", "level", "episode", "seed", "success"]

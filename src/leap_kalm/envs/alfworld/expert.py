@@ -9,8 +9,10 @@ bookkeeping sees the old verb; the commands sent to the engine are unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,18 @@ from .env import AlfWorldEnv
 logger = logging.getLogger(__name__)
 
 MODEL_ID = "handcoded_expert"
+
+
+@contextlib.contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    """Python's global ``random`` (which the expert draws from) seeded for one episode, and
+    restored afterwards."""
+    saved = random.getstate()
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(saved)
 
 
 def _for_expert_bookkeeping(command: str) -> str:
@@ -103,10 +117,8 @@ def expert_proposals(game_path: str | Path, actions: list[str], seed: int = 0) -
     if not actions:
         return []
     env = AlfWorldEnv(game_path, max_steps=len(actions) + 1, facts=True)
-    saved = random.getstate()
-    random.seed(seed)
     proposals: list[str | None] = []
-    try:
+    with _seeded(seed), contextlib.closing(env):
         obs, info = env.reset()
         expert = HandcodedExpert(expert_type="handcoded", max_steps=len(actions) + 50)
         first = expert.reset(game_path, obs)
@@ -120,9 +132,6 @@ def expert_proposals(game_path: str | Path, actions: list[str], seed: int = 0) -
                 proposals.append(expert.propose(env.engine_state, last))
             except (HandCodedAgentFailed, HandCodedAgentTimeout, IndexError, KeyError):
                 break
-    finally:
-        random.setstate(saved)
-        env.close()
     return proposals + [None] * (len(actions) - len(proposals))
 
 
@@ -134,12 +143,10 @@ def run_expert_episode(
     from alfworld.agents.expert import HandCodedAgentFailed, HandCodedAgentTimeout
 
     env = AlfWorldEnv(game_path, max_steps=max_steps, facts=True)
-    saved = random.getstate()
-    random.seed(seed)
     steps: list[dict[str, Any]] = []
     error = ""
     won = False
-    try:
+    with _seeded(seed), contextlib.closing(env):
         obs, info = env.reset()
         expert = HandcodedExpert(expert_type="handcoded")
         action = expert.reset(game_path, obs)
@@ -160,9 +167,6 @@ def run_expert_episode(
             except (HandCodedAgentFailed, HandCodedAgentTimeout, IndexError, KeyError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 break
-    finally:
-        random.setstate(saved)
-        env.close()
     extra = {"error": error} if error else {}
     return make_trajectory(
         env="alfworld",

@@ -108,10 +108,10 @@ def success_row(trajectories: list[dict[str, Any]]) -> dict[str, Any]:
     """
     import polars as pl
 
-    from leap_kalm.tables import _group_summary, trajectory_steps
+    from leap_kalm.tables import group_summary, trajectory_steps
 
     steps = trajectory_steps(trajectories).with_columns(group=pl.lit(""))
-    row = _group_summary(steps, ["group"])[0]
+    row = group_summary(steps, ["group"])[0]
     return {k: v for k, v in row.items() if k != "group"}
 
 

@@ -1,7 +1,5 @@
 """`ground_llm` pipeline: KALM's grounding records, then the grounded LLM, per KALM world."""
 
-import functools
-
 from kedro.pipeline import Pipeline, node, pipeline
 
 from leap_kalm.pipelines.ground_llm.nodes import (
@@ -10,7 +8,7 @@ from leap_kalm.pipelines.ground_llm.nodes import (
     train_grounded_llm,
 )
 from leap_kalm.pipelines.namespaces import KALM_WORLDS, for_world
-from leap_kalm.plots import plot_trainer_curve
+from leap_kalm.plots import trainer_curve_node
 
 
 def create_world_grounding(world: str) -> Pipeline:
@@ -43,10 +41,7 @@ def create_world_grounding(world: str) -> Pipeline:
                 name="evaluate_grounding_node",
             ),
             node(
-                functools.update_wrapper(
-                    functools.partial(plot_trainer_curve, title=f"{world}: grounding loss"),
-                    plot_trainer_curve,
-                ),
+                trainer_curve_node(f"{world}: grounding loss"),
                 "grounded_llm",
                 "grounding_learning_curve",
                 name="plot_grounding_curve_node",

@@ -1,18 +1,10 @@
 """`train_dpo` pipeline: preference pairs from corrections, then DPO of the student."""
 
-import functools
-
 from kedro.pipeline import Pipeline, node
 
 from leap_kalm.pipelines.namespaces import per_leap_world
 from leap_kalm.pipelines.train_dpo.nodes import build_dpo_pairs, train_dpo_student
-from leap_kalm.plots import plot_trainer_curve
-
-
-def _curve(label: str):
-    return functools.update_wrapper(
-        functools.partial(plot_trainer_curve, title=f"{label}: training loss"), plot_trainer_curve
-    )
+from leap_kalm.plots import trainer_curve_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -40,7 +32,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     tags=["gpu"],
                 ),
                 node(
-                    _curve("DPO"),
+                    trainer_curve_node("DPO: training loss"),
                     "student_dpo",
                     "dpo_learning_curve",
                     name="plot_dpo_curve_node",

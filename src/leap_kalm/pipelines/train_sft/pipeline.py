@@ -1,18 +1,10 @@
 """`train_sft` pipeline: DAgger-aggregated SFT records, then LoRA SFT of the student."""
 
-import functools
-
 from kedro.pipeline import Pipeline, node
 
 from leap_kalm.pipelines.namespaces import per_leap_world
 from leap_kalm.pipelines.train_sft.nodes import build_sft_records, train_sft_student
-from leap_kalm.plots import plot_trainer_curve
-
-
-def _curve(label: str):
-    return functools.update_wrapper(
-        functools.partial(plot_trainer_curve, title=f"{label}: training loss"), plot_trainer_curve
-    )
+from leap_kalm.plots import trainer_curve_node
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -47,7 +39,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     tags=["gpu"],
                 ),
                 node(
-                    _curve("SFT"),
+                    trainer_curve_node("SFT: training loss"),
                     "student_sft",
                     "sft_learning_curve",
                     name="plot_sft_curve_node",

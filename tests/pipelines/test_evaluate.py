@@ -170,8 +170,12 @@ def test_summary_rows_per_split_and_task_type_plus_all():
     assert dict(repaired.iter_rows()) == {"empty": 2, "exact": 24, "fuzzy": 1, "unmatched": 1}
 
 
-def test_success_row_reports_the_interval_and_behaviour_diagnostics():
-    from leap_kalm.pipelines.evaluate.nodes import success_row
+def test_summary_row_reports_the_interval_and_behaviour_diagnostics():
+    from leap_kalm.tables import leap_summary_rows, trajectory_steps
+
+    def success_row(trajectories):  # one split, one task type: its "all" row
+        steps = trajectory_steps([{**t, "split": "s", "task_type": "t"} for t in trajectories])
+        return leap_summary_rows(steps)[0]
 
     def step(action):
         return {"action": action, "candidate_actions": ["look", "go to desk 1"]}

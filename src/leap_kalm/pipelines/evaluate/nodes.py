@@ -98,23 +98,6 @@ def play_evaluation(
     logger.info("evaluation repairs: %s", policy.repair_counts())
 
 
-def success_row(trajectories: list[dict[str, Any]]) -> dict[str, Any]:
-    """Success with its Wilson 95% interval, and behaviour diagnostics, of some episodes
-    (one row of :func:`leap_kalm.tables.leap_summary_rows`, computed from their step
-    table): ``invalid_action_rate`` is the share of steps whose action was not a
-    candidate, ``repeat_rate`` the share of steps that repeated the previous action,
-    ``mean_actions_won`` the mean length of the won episodes (``None`` when none was won),
-    ``mean_score`` the mean final reward (WebShop's score; ALFWorld's is 1 for a win).
-    """
-    import polars as pl
-
-    from leap_kalm.tables import group_summary, trajectory_steps
-
-    steps = trajectory_steps(trajectories).with_columns(group=pl.lit(""))
-    row = group_summary(steps, ["group"])[0]
-    return {k: v for k, v in row.items() if k != "group"}
-
-
 def summarize_evaluation(
     eval_rollouts: list[dict[str, Any]], leap_params: dict[str, Any], iteration: int
 ) -> tuple[dict[str, Any], Any]:

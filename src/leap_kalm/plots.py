@@ -16,13 +16,18 @@ from leap_kalm.schemas import ModelRef
 Curve = tuple[list[float], list[float]]
 
 
-def _figure(title: str) -> tuple[Any, Any]:
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend (figures are saved, never shown)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    return plt
+
+
+def _figure(title: str) -> tuple[Any, Any]:
+    fig, ax = pyplot().subplots(figsize=(6, 3.5))
     ax.set_title(title)
     return fig, ax
 
@@ -109,12 +114,7 @@ def d3rlpy_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], title: s
     metrics = sorted({k for rows in histories.values() for r in rows for k in r if "loss" in k})
     if not metrics:
         return curves_figure({}, title, "", "")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.2), squeeze=False)
+    fig, axes = pyplot().subplots(1, len(metrics), figsize=(4 * len(metrics), 3.2), squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
         for label, rows in histories.items():
             points = [(r["epoch"], r[metric]) for r in rows if metric in r]

@@ -61,9 +61,9 @@ def evaluate_kalm_policies(
         )
     encoder = InstructionEncoder()
     episodes: list[dict[str, Any]] = []
+    expected = module.make_env(levels[0]).reset(seed=config.seed)[0].shape[-1] + encoder.dim
     for name, algo in policies.items():
         observation_size = _observation_size(algo)
-        expected = module.make_env(levels[0]).reset(seed=config.seed)[0].shape[-1] + encoder.dim
         if observation_size != expected:
             logger.warning(
                 "%s %s policy sees %d numbers, the env gives %d (state + instruction): it was "

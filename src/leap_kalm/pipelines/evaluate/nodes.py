@@ -126,11 +126,11 @@ def report_leap_progress(
     Returns:
         ``(summary table, updated history, figure)``; a re-run of an iteration replaces its rows.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import pandas as pd
+
+    from leap_kalm.plots import pyplot
+
+    plt = pyplot()
 
     key = (evaluation["iteration"], evaluation["env"])
     kept = [r for r in history if (r["iteration"], r["env"]) != key]

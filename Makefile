@@ -7,7 +7,7 @@ TORCH_VERSION ?= 2.13.0
 export KEDRO_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-fast lint viz viz-screenshot run-test clean-data
+.PHONY: setup test test-fast lint viz viz-screenshot tensorboard run-test clean-data
 
 ## setup: virtualenv, torch first (CPU build here), the project with dev extras, the embedded models
 setup:
@@ -38,6 +38,10 @@ viz:
 viz-screenshot:
 	$(BIN)/kedro viz build
 	$(BIN)/python -m leap_kalm.viz screenshot --site build --pipeline leap_iter --out docs/leap_iter_dag.png
+
+## tensorboard: serve the runs logged with `--params tracking.tensorboard=true` on http://127.0.0.1:6006
+tensorboard:
+	$(BIN)/tensorboard --logdir data/09_tracking/tensorboard --host 127.0.0.1 --port 6006
 
 ## run-test: every pipeline on the tiny model
 run-test:

@@ -2,8 +2,9 @@
 
 from leap_kalm.config_resolvers import RESOLVERS, ProjectConfigLoader
 from leap_kalm.hooks import CredentialsHook, SeedingHook
+from leap_kalm.tracking import TrackingHook
 
-HOOKS = (SeedingHook(), CredentialsHook())
+HOOKS = (SeedingHook(), CredentialsHook(), TrackingHook())
 
 CONFIG_LOADER_CLASS = ProjectConfigLoader
 CONFIG_LOADER_ARGS = {

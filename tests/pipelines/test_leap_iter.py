@@ -6,6 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -100,12 +101,23 @@ def test_iteration_0_then_1(two_iterations):
 
 
 def test_dpo_iterations(tmp_path):
-    """train_method: dpo — iteration 0 is still behaviour cloning, iteration 1 trains on preference pairs."""
+    """train_method: dpo — iteration 0 is still behaviour cloning, iteration 1 trains on
+    preference pairs; both runs with TensorBoard tracking switched on."""
     work = copy_project(tmp_path / "project")
     for _ in range(2):
-        result = _run(work, "--params", "alfworld.leap.train_method=dpo")
+        result = _run(work, "--params", "alfworld.leap.train_method=dpo,tracking.tensorboard=true")
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     root = work / "data" / "test"
+    from tests.test_tracking import read_events
+
+    runs = sorted((root / "09_tracking" / "tensorboard").iterdir())
+    assert [r.name.endswith("_leap_iter") for r in runs] == [True, True]
+    for run, node in zip(runs, ("train_sft_student_node", "train_dpo_student_node"), strict=True):
+        losses = read_events(run / f"alfworld.{node}").scalars["train/loss"]
+        assert losses and all(np.isfinite(v) for _, v in losses)
+    metrics = read_events(runs[1] / "parameters").scalars
+    seen = metrics["metrics/alfworld.leap_eval_summary/alfworld/valid_seen/all/success_rate"]
+    assert {step for step, _ in seen} == {0, 1}  # the summary holds both iterations
     pairs = [
         json.loads(line) for line in (root / "05_model_input/alfworld/iter1/dpo_pairs.jsonl").open()
     ]

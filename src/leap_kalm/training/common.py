@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from leap_kalm.schemas import ConfigMixin, ModelRef
+from leap_kalm.tracking import trainer_callbacks
 
 logger = logging.getLogger(__name__)
 
@@ -126,13 +127,29 @@ def completion_only_scoring(enabled: bool = True) -> Iterator[bool]:
         trl_utils._use_triton = original
 
 
+def is_sharded(trainer: Any) -> bool:
+    """Whether the trainer's weights are split across processes (FSDP, DeepSpeed ZeRO-3)."""
+    if getattr(trainer, "is_fsdp_enabled", False):
+        return True
+    if not getattr(trainer, "is_deepspeed_enabled", False):
+        return False
+    plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
+    return getattr(plugin, "zero_stage", 0) == 3
+
+
 def save_trained(
     trainer: Any, tokenizer: Any, result: Any, params: Any, output_dir: str, merge: bool
 ) -> ModelRef:
     """Save the trained model (rank 0 only) and describe it; ``merge`` folds a LoRA adapter in."""
     from peft import PeftModel
 
-    if trainer.is_world_process_zero():
+    if is_sharded(trainer):
+        # ZeRO-3 / FSDP: every rank takes part in gathering the weights; a LoRA adapter
+        # stays an adapter (merging would need the gathered base weights on one rank)
+        trainer.save_model(output_dir)
+        if trainer.is_world_process_zero():
+            tokenizer.save_pretrained(output_dir)
+    elif trainer.is_world_process_zero():
         trained = trainer.model
         if merge and isinstance(trained, PeftModel):
             trained = trained.merge_and_unload()
@@ -167,6 +184,7 @@ def fit_and_save(
         train_dataset=data,
         processing_class=tokenizer,
         peft_config=lora_config(params, model),
+        callbacks=trainer_callbacks(trainer_class.__name__),
     )
     with completion_only_scoring(params.completion_only_scoring):
         result = trainer.train()

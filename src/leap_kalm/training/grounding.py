@@ -16,7 +16,8 @@ from typing import Any
 
 from leap_kalm.llm.grounded import GroundingSpec
 from leap_kalm.schemas import ModelRef
-from leap_kalm.training.common import TrainParams, lora_config, use_bf16
+from leap_kalm.tracking import trainer_callbacks
+from leap_kalm.training.common import TrainParams, is_sharded, lora_config, use_bf16
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +110,14 @@ def train_grounding(
         args=args,
         train_dataset=rows,
         data_collator=lambda batch: collate_grounding(batch, pad_id, spec),
+        callbacks=trainer_callbacks("grounding"),
     )
+    if is_sharded(trainer):
+        raise NotImplementedError(
+            "grounding under FSDP or DeepSpeed ZeRO-3 is not supported (the grounding layers "
+            "are saved from rank 0); use ZeRO-2 (conf/accelerate/deepspeed_zero2.yaml) or "
+            "LoRA (train.lora.r > 0)"
+        )
     result = trainer.train()
     if trainer.is_world_process_zero():
         save_grounded(trainer.model, tokenizer, output_dir)

@@ -35,14 +35,50 @@ def _write_job(job: dict[str, Any], records: list[dict[str, Any]]) -> Path:
     return job_path
 
 
-def _accelerate_command(job_path: Path, num_processes: int, on_gpu: bool) -> list[str]:
+def _accelerate_command(
+    job_path: Path, num_processes: int, on_gpu: bool, config_file: str | None = None
+) -> list[str]:
+    """The launch command: plain data parallel, or what an accelerate config file says
+    (DeepSpeed ZeRO, FSDP; ``conf/accelerate/``), with ``num_processes`` from the parameters."""
+    launch = [sys.executable, "-m", "accelerate.commands.launch"]
+    worker = ["-m", "leap_kalm.training.launch", str(job_path)]
+    if config_file:
+        return [*launch, "--config_file", config_file, "--num_processes", str(num_processes),
+                "--main_process_port", "0", *worker]  # fmt: skip
     return [
-        sys.executable, "-m", "accelerate.commands.launch",
+        *launch,
         "--multi_gpu", "--num_processes", str(num_processes), "--num_machines", "1",
         "--mixed_precision", "bf16" if on_gpu else "no", "--dynamo_backend", "no",
-        "--main_process_port", "0",
-        "-m", "leap_kalm.training.launch", str(job_path),
+        "--main_process_port", "0", *worker,
     ]  # fmt: skip
+
+
+def checked_config_file(path: str | None) -> str | None:
+    """An accelerate config file as an absolute path.
+
+    Raises:
+        FileNotFoundError: Naming the parameter and the missing file.
+        ValueError: When the file is not an accelerate config (no ``distributed_type``).
+    """
+    if not path:
+        return None
+    file = Path(path).expanduser().resolve()
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"accelerate_config: no file {file}; see conf/accelerate/ for DeepSpeed and FSDP examples"
+        )
+    import yaml
+
+    try:
+        config = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise ValueError(f"accelerate_config {file} is not valid YAML: {error}") from error
+    if not isinstance(config, dict) or "distributed_type" not in config:
+        raise ValueError(
+            f"accelerate_config {file} is not an accelerate config file (no distributed_type); "
+            "write one with `accelerate config --config_file PATH`"
+        )
+    return str(file)
 
 
 def _checked_result(
@@ -77,13 +113,16 @@ def launch_training(
     num_processes: int,
     load_kwargs: dict[str, Any] | None = None,
     timeout: float | None = None,
+    config_file: str | None = None,
 ) -> ModelRef:
-    """Train with a registered ``method`` in ``num_processes`` processes; return the saved model."""
+    """Train with a registered ``method`` in ``num_processes`` processes (under an
+    accelerate ``config_file`` when given: DeepSpeed, FSDP); return the saved model."""
     import torch
 
     from leap_kalm.training.runner import get_trainer
 
     get_trainer(method)  # an unknown method fails here, not in the workers
+    config_file = checked_config_file(config_file)
     job = {
         "method": method,
         "model": model.__dict__ if isinstance(model, ModelRef) else {"config": model},
@@ -97,7 +136,7 @@ def launch_training(
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     if not on_gpu:
         env["ACCELERATE_USE_CPU"] = "1"
-    command = _accelerate_command(job_path, num_processes, on_gpu)
+    command = _accelerate_command(job_path, num_processes, on_gpu, config_file)
     logger.info(
         "launching %s training in %d processes: %s", method, num_processes, " ".join(command)
     )

@@ -23,6 +23,7 @@ import numpy as np
 
 from leap_kalm.progress import progress_enabled
 from leap_kalm.schemas import ConfigMixin
+from leap_kalm.tracking import d3rlpy_logger
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +175,6 @@ def train_offline_rl(
     "loss": ..., ...}``), which ``fit`` returns instead of writing them to a folder."""
     import d3rlpy
     from d3rlpy.dataset import InfiniteBuffer, MixedReplayBuffer, ReplayBuffer
-    from d3rlpy.logging import NoopAdapterFactory
 
     d3rlpy.seed(params.seed)
     algo = algo_config(params.algo, params.config, discrete).create(device=device)
@@ -188,7 +188,7 @@ def train_offline_rl(
         dataset,
         n_steps=params.n_steps,
         n_steps_per_epoch=min(params.n_steps_per_epoch, params.n_steps),
-        logger_adapter=NoopAdapterFactory(),
+        logger_adapter=d3rlpy_logger(params.algo),
         show_progress=progress_enabled(),
         save_interval=10**9,
     )

@@ -84,16 +84,21 @@ def run_trainer(
     params: dict[str, Any],
     num_processes: int = 1,
     load_kwargs: dict[str, Any] | None = None,
+    accelerate_config: str | None = None,
 ) -> ModelRef:
     """Train ``ref`` on ``records`` in this process, or under ``accelerate launch`` when
-    ``num_processes > 1``; the result lies in a fresh staging directory."""
+    ``num_processes > 1`` or an ``accelerate_config`` file (DeepSpeed, FSDP) is given; the
+    result lies in a fresh staging directory."""
     params = asdict(get_trainer(method)[0].from_dict(params))  # validated before any work
     output_dir = staging_dir(method)
     load_kwargs = load_kwargs or {}
-    if num_processes > 1:
+    if num_processes > 1 or accelerate_config:
         from leap_kalm.training.launch import launch_training
 
-        return launch_training(method, ref, records, params, output_dir, num_processes, load_kwargs)
+        return launch_training(
+            method, ref, records, params, output_dir, num_processes, load_kwargs,
+            config_file=accelerate_config,
+        )  # fmt: skip
     from leap_kalm.llm.models import load_model
 
     model, tokenizer = load_model(ref, **load_kwargs)
@@ -111,7 +116,8 @@ def train_student(
 ) -> ModelRef:
     """Train a student with ``method`` from ``start`` (a saved model or ``model`` parameters).
 
-    ``settings`` are the trainer's parameters plus ``num_processes``; ``seed`` is used
+    ``settings`` are the trainer's parameters plus ``num_processes`` and
+    ``accelerate_config`` (an accelerate config file: DeepSpeed, FSDP); ``seed`` is used
     unless the settings name their own. The result records where it started, on how many
     records, and ``meta``; it is staged (the catalog moves it into place).
     """
@@ -119,9 +125,11 @@ def train_student(
 
     settings = dict(settings)
     num_processes = int(settings.pop("num_processes", 1))
+    accelerate_config = settings.pop("accelerate_config", None)
     result = run_trainer(
-        method, start, records, {"seed": seed, **settings}, num_processes, load_kwargs
-    )
+        method, start, records, {"seed": seed, **settings}, num_processes, load_kwargs,
+        accelerate_config,
+    )  # fmt: skip
     return ModelRef(
         path=result.path,
         kind=result.kind,

@@ -69,3 +69,22 @@ def test_bad_teacher_or_leap_parameters_are_named(expert_logs, privileged_states
         ValueError, match="leap.env must be a text world \(alfworld, webshop\), got 'nethack'"
     ):
         annotate_expert_logs(expert_logs, privileged_states, TEACHER, {"env": "nethack"})
+
+
+def test_a_failing_llm_teacher_does_not_stop_annotate(expert_logs, privileged_states, monkeypatch):
+    """The whole iteration used to stop at the first trajectory a weak teacher could not
+    annotate; now the scripted teacher stands in (or the trajectory is left out) and the
+    other annotations are kept."""
+    from tests.teachers.test_teachers import _llm_teacher_that_fails
+
+    built = _llm_teacher_that_fails(monkeypatch)
+    params = {"kind": "llm", "max_attempts": 2}
+    annotated = annotate_expert_logs(expert_logs, privileged_states, params, LEAP)
+    scripted = annotate_expert_logs(expert_logs, privileged_states, TEACHER, LEAP)
+    assert [t["annotated_by"] for t in annotated] == ["scripted (fallback: llm failed)"] * 3
+    assert [t["steps"] for t in annotated] == [t["steps"] for t in scripted]
+    assert len(built[0].client.bodies) == 2 * len(expert_logs)  # two attempts each
+    skipped = annotate_expert_logs(
+        expert_logs, privileged_states, {**params, "on_failure": "skip"}, LEAP
+    )
+    assert skipped == []

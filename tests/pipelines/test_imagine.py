@@ -108,11 +108,86 @@ def test_the_summary_gives_each_level_its_shares_with_intervals():
     assert easy.group_by("episode").len().sort("episode")["len"].to_list() == [2, 2, 2, 1]
 
 
-def test_worlds_without_imagination_are_named():
+def test_worlds_without_imagination_are_named(monkeypatch):
+    import types
+
+    import leap_kalm.pipelines.imagine.nodes as nodes
+
+    assert imagination_levels("clevr") == imagination_levels("metaworld")
     assert imagination_levels("clevr") == ("rephrase", "easy", "hard")
-    assert imagination_levels("metaworld") == ()
-    with pytest.raises(ValueError, match=r"world 'metaworld' does not support imagination yet"):
-        imagination_world("metaworld")
+    bare = types.SimpleNamespace(IMAGINATION_LEVELS=("easy",), novel_goals=None)
+    monkeypatch.setattr(nodes, "get_world", lambda name, kind: bare)
+    with pytest.raises(
+        ValueError, match=r"world 'bare' does not support imagination yet: .*'judge_transition'"
+    ):
+        imagination_world("bare")
+
+
+@pytest.fixture(scope="module")
+def metaworld_grounded(tiny_model_dir, tmp_path_factory):
+    from leap_kalm.llm.grounded import GroundingSpec
+
+    lm, tokenizer = load_model(tiny_model_dir)
+    path = tmp_path_factory.mktemp("grounded_mw") / "model"
+    spec = GroundingSpec(obs_dim=39, action_kind="continuous", action_dim=4)
+    save_grounded(build_grounded(lm, spec), tokenizer, path)
+    return ModelRef(path=str(path), kind="model")
+
+
+@pytest.mark.parametrize("level", ["rephrase", "easy", "hard"])
+def test_metaworld_levels_are_imagined_with_their_tasks(metaworld_grounded, level):
+    """Meta-World imagination: continuous actions, the task of each goal kept (env_names),
+    labels from the task's success rule on the generated states, replays from the same
+    reset; the goals are the level's own tasks, in turn."""
+    from leap_kalm.envs.metaworld import world as metaworld
+    from leap_kalm.envs.metaworld.tasks import TASKS_BY_LEVEL
+
+    params = {"n_per_level": 3, "max_steps": 3, "batch_size": 2, "n_instructions": 2, "seed": 5}
+    data = imagine_level(
+        metaworld_grounded, None, params, {"name": "tiny-test"}, "metaworld", level
+    )
+    summary = validate_kalm_dataset(data, source="test")
+    assert summary["action_type"] == "continuous" and data["actions"].shape == (3, 3, 4)
+    tasks = metaworld.novel_goals(level, 3, 5, 2)
+    names = TASKS_BY_LEVEL[level]
+    assert list(data["env_names"]) == [names[i % len(names)] for i in range(3)]
+    np.testing.assert_allclose(data["observations"][:, 0], tasks["starts"])
+    np.testing.assert_allclose(data["goals"][:, 0], tasks["goals"])
+    for i, n in enumerate(data["masks"].sum(axis=1)):
+        reward, success, _ = metaworld.judge_transition(
+            level, data["observations"][i, n - 1], data["next_observations"][i, n - 1],
+            tasks["goals"][i], env_name=names[i % len(names)],
+        )  # fmt: skip
+        assert data["rewards"][i, n - 1, 0] == reward and data["terminals"][i, n - 1, 0] == success
+    assert data["replay_success"].dtype == bool and data["replay_success"].shape == (3,)
+
+
+def test_metaworld_replay_and_goal_check_need_the_task():
+    """A scripted expert's actions from a novel goal's start succeed when replayed; the goal
+    check and the replay refuse to guess the task, and a wrong seed is named."""
+    from leap_kalm.envs.metaworld import world as metaworld
+    from leap_kalm.envs.metaworld.env import MetaWorldTaskEnv
+    from leap_kalm.envs.metaworld.policy import ScriptedMetaWorldPolicy
+
+    tasks = metaworld.novel_goals("easy", 2, 3)  # episode 1: push-wall (reach's rule is
+    name, seed = str(tasks["env_names"][1]), int(tasks["reset_seeds"][1])  # approximate)
+    assert name == "push-wall-v3"
+    env = MetaWorldTaskEnv(name, level="easy")
+    obs, _ = env.reset(seed=seed)
+    np.testing.assert_allclose(obs, tasks["starts"][1])
+    policy, actions, success = ScriptedMetaWorldPolicy(name, seed=0), [], False
+    while not success and len(actions) < 150:
+        actions.append(policy(obs))
+        obs, _, success, _, _ = env.step(actions[-1])
+    assert success
+    start, goal = tasks["starts"][1], tasks["goals"][1]
+    assert metaworld.replay("easy", start, goal, actions, env_name=name, reset_seed=seed)
+    assert not metaworld.replay("easy", start, goal, actions[:1], env_name=name, reset_seed=seed)
+    assert metaworld.judge_transition("easy", start, obs, goal, env_name=name)[:2] == (10.0, True)
+    with pytest.raises(ValueError, match="needs the episode's task"):
+        metaworld.judge_transition("easy", start, obs, goal)
+    with pytest.raises(ValueError, match="does not give the rollout's start state"):
+        metaworld.replay("easy", start, goal, actions, env_name=name, reset_seed=seed + 1)
 
 
 def kalm_prompt_file(n=3, seed=4):

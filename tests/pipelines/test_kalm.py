@@ -126,3 +126,33 @@ def test_kalm_cli_run_and_its_notebook(tmp_path):
         o for c in notebook.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})
     ]
     assert len(images) == 2  # the success bars and the two trajectories
+
+
+def test_kalm_metaworld_cli_run_imagines_with_the_tasks(tmp_path):
+    """`kedro run --env test --pipeline=kalm --namespaces=metaworld`: the grounded model
+    imagines each novel level (continuous actions, each goal's task kept), and the
+    real + imagined policy is trained and evaluated beside the real-only one."""
+    import json
+
+    from leap_kalm.envs.metaworld.tasks import TASKS_BY_LEVEL
+    from tests.helpers import copy_project, run_kedro
+
+    project = copy_project(tmp_path / "project")
+    result = run_kedro(
+        "run", "--env", "test", "--pipeline=kalm", "--namespaces=metaworld",
+        cwd=project, timeout=900, OMP_NUM_THREADS="1",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    root = project / "data" / "test"
+    for level in ("rephrase", "easy", "hard"):
+        path = root / "07_model_output" / "metaworld" / f"imagined_{level}.npy"
+        data = np.load(path, allow_pickle=True).item()
+        assert validate_kalm_dataset(data, source=level)["action_type"] == "continuous"
+        assert list(data["env_names"]) == list(TASKS_BY_LEVEL[level][:2])
+    quality = json.loads((root / "08_reporting/metaworld/imagination_summary.json").read_text())
+    assert set(quality) == {"rephrase", "easy", "hard"} and quality["easy"]["n"] == 2
+    versions = list((root / "08_reporting/metaworld/kalm_eval_summary.csv").glob("*/*.csv"))
+    import pandas as pd
+
+    summary = pd.read_csv(versions[0])
+    assert summary[["policy", "level"]].values.tolist() == [["real", "easy"], ["kalm", "easy"]]

@@ -368,3 +368,80 @@ def _index(games):
     from leap_kalm.envs.alfworld.env import game_id
 
     return [{"game_id": game_id(path), "path": path} for path, _ in games]
+
+
+class _RecordingClient:
+    """Answers nothing usable, and keeps every request's body as a ChatClient would send it."""
+
+    def __init__(self):
+        from leap_kalm.llm.client import ChatClient, ClientParams
+
+        self.real = ChatClient(ClientParams(base_url="http://127.0.0.1:9/v1", model="m"))
+        self.bodies = []
+
+    def complete(self, messages, **overrides):
+        self.bodies.append(self.real.request_body(messages, **overrides))
+        return SimpleNamespace(text="no json here")
+
+
+def test_each_retry_is_a_new_request_not_a_cache_hit():
+    """A retry with the same rejection appended used to be byte-identical to the one before
+    (answered from the cache in the same second); now each attempt has its own seed."""
+    client = _RecordingClient()
+    with pytest.raises(CorrectionError, match="after 3 attempts"):
+        LLMTeacher(client, max_attempts=3).correct(TRAJECTORY, {})
+    keys = [client.real.cache_key(body) for body in client.bodies]
+    assert len(set(keys)) == 3
+    assert [(b["temperature"], b.get("seed")) for b in client.bodies] == [
+        (0.0, None), (0.7, 2), (0.7, 3)
+    ]  # fmt: skip
+
+
+def _llm_teacher_that_fails(monkeypatch):
+    from leap_kalm.teachers import factory
+
+    built = []
+
+    def llm(world, config, games):
+        built.append(LLMTeacher(_RecordingClient(), world, max_attempts=config.max_attempts))
+        return built[-1]
+
+    monkeypatch.setitem(factory.TEACHER_KINDS, "llm", llm)
+    return built
+
+
+@pytest.mark.parametrize("on_failure", ["fallback", "skip", "raise"])
+def test_a_trajectory_the_teacher_cannot_handle_follows_on_failure(games, monkeypatch, on_failure):
+    from leap_kalm.envs.alfworld.env import game_id
+    from leap_kalm.teachers import make_guarded_teacher
+
+    _llm_teacher_that_fails(monkeypatch)
+    path, privileged = games[0]
+    index = [{"game_id": game_id(p), "path": p} for p, _ in games]
+    params = {"kind": "llm", "max_attempts": 2, "on_failure": on_failure, "searches": "expert"}
+    teacher = make_guarded_teacher("alfworld", params, index)
+    trajectory = _student(path, n_steps=4, seed=1)
+    if on_failure == "raise":
+        with pytest.raises(CorrectionError, match="no valid teacher reply after 2 attempts"):
+            teacher.correct(trajectory, privileged)
+        return
+    correction, by = teacher.correct(trajectory, privileged)
+    assert teacher.failures == [
+        {"game_id": trajectory["game_id"], "task": "correct",
+         "error": "no valid teacher reply after 2 attempts; last problem: the reply holds no JSON object"}
+    ]  # fmt: skip
+    if on_failure == "skip":
+        assert correction is None
+        return
+    scripted = make_teacher("alfworld", {**params, "kind": "scripted"}, index).correct(
+        trajectory, privileged
+    )
+    assert by == "scripted (fallback: llm failed)"
+    assert [s["corrected_action"] for s in correction["steps"]] == [
+        s["corrected_action"] for s in scripted["steps"]
+    ]
+
+
+def test_bad_on_failure_is_named():
+    with pytest.raises(ValueError, match=r"teacher.on_failure must be one of .*'later'"):
+        make_teacher("alfworld", {"on_failure": "later"})

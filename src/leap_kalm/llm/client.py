@@ -141,6 +141,8 @@ class ChatClient:
         }
         if overrides.get("response_format_json", self.params.response_format_json):
             body["response_format"] = {"type": "json_object"}
+        if overrides.get("seed") is not None:  # a retry: a new request, not the cached one
+            body["seed"] = int(overrides["seed"])
         return body
 
     def cache_key(self, body: dict[str, Any]) -> str:

@@ -11,12 +11,17 @@ scripted teacher is one module plus one line in ``SCRIPTED_TEACHERS``.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from leap_kalm.schemas import ConfigMixin
 from leap_kalm.teachers.base import Teacher
+
+logger = logging.getLogger(__name__)
+
+ON_FAILURE = ("fallback", "skip", "raise")
 
 SCRIPTED_TEACHERS: dict[str, str] = {
     "alfworld": "leap_kalm.teachers.alfworld:ScriptedAlfWorldTeacher",
@@ -38,6 +43,10 @@ class TeacherParams(ConfigMixin):
             action from the student's state) or ``plan`` (where the object really is).
         client: ``ClientParams`` for ``llm`` (base_url, model, ...).
         max_attempts: Replies tried per trajectory by the LLM teacher.
+        on_failure: What a trajectory gets when the teacher gives no valid reply after
+            ``max_attempts``: ``fallback`` (the world's scripted teacher annotates or
+            corrects it), ``skip`` (it is left out) or ``raise`` (the node stops). Every
+            failure is counted and logged; the run goes on unless ``raise``.
     """
 
     kind: str = "scripted"
@@ -46,11 +55,16 @@ class TeacherParams(ConfigMixin):
     searches: str = "plan"
     client: dict[str, Any] = field(default_factory=dict)
     max_attempts: int = 3
+    on_failure: str = "fallback"
 
     def __post_init__(self) -> None:
         if self.kind not in TEACHER_KINDS:
             raise ValueError(
                 f"teacher.kind must be one of {sorted(TEACHER_KINDS)}, got {self.kind!r}"
+            )
+        if self.on_failure not in ON_FAILURE:
+            raise ValueError(
+                f"teacher.on_failure must be one of {list(ON_FAILURE)}, got {self.on_failure!r}"
             )
 
 
@@ -111,3 +125,83 @@ def make_teacher(
     """
     config = params if isinstance(params, TeacherParams) else TeacherParams.from_dict(params)
     return TEACHER_KINDS[config.kind](world, config, games or [])
+
+
+class GuardedTeacher:
+    """The configured teacher, with ``on_failure`` applied when it cannot handle a trajectory.
+
+    ``annotate`` and ``correct`` return ``(result, by)``: the teacher's result and its
+    kind, the scripted teacher's with ``by`` saying it stood in, or ``(None, ...)`` for a
+    skipped trajectory. ``failures`` lists every trajectory the teacher gave up on
+    (``game_id``, ``task``, ``error``), so a stage can report them; a failure never throws
+    away what the node already computed unless ``on_failure: raise``.
+    """
+
+    def __init__(self, world: str, config: TeacherParams, games: list[dict[str, Any]]) -> None:
+        self.primary = TEACHER_KINDS[config.kind](world, config, games)
+        self.world, self.config, self.games = world, config, games
+        self.failures: list[dict[str, str]] = []
+        self._fallback: Teacher | None = None
+        if config.kind != "scripted" and config.on_failure == "fallback":
+            if world not in SCRIPTED_TEACHERS:
+                raise ValueError(
+                    f"teacher.on_failure: fallback needs a scripted teacher, and {world!r} has "
+                    "none; use on_failure: skip or raise"
+                )
+
+    @property
+    def kind(self) -> str:
+        return self.primary.kind
+
+    def usage(self) -> dict[str, Any]:
+        return self.primary.usage()
+
+    def _fallback_teacher(self) -> Teacher:
+        if self._fallback is None:
+            scripted = TeacherParams.from_dict({**self.config.__dict__, "kind": "scripted"})
+            self._fallback = _scripted(self.world, scripted, self.games)
+        return self._fallback
+
+    def _run(self, task: str, trajectory: dict[str, Any], privileged: Any) -> tuple[Any, str]:
+        from leap_kalm.teachers.base import CorrectionError
+
+        try:
+            return getattr(self.primary, task)(trajectory, privileged), self.kind
+        except CorrectionError as error:
+            if self.config.kind == "scripted" or self.config.on_failure == "raise":
+                raise
+            self.failures.append(
+                {"game_id": str(trajectory["game_id"]), "task": task, "error": str(error)}
+            )
+            if self.config.on_failure == "skip":
+                logger.warning("teacher failed on %s (%s): left out", trajectory["game_id"], error)
+                return None, self.kind
+            logger.warning(
+                "teacher failed on %s (%s): the scripted teacher stands in",
+                trajectory["game_id"], error,
+            )  # fmt: skip
+            by = f"scripted (fallback: {self.kind} failed)"
+            return getattr(self._fallback_teacher(), task)(trajectory, privileged), by
+
+    def annotate(self, trajectory: dict[str, Any], privileged: Any) -> tuple[Any, str]:
+        return self._run("annotate", trajectory, privileged)
+
+    def correct(self, trajectory: dict[str, Any], privileged: Any) -> tuple[Any, str]:
+        return self._run("correct", trajectory, privileged)
+
+    def report(self, stage: str, total: int) -> None:
+        """Log how many of ``total`` trajectories the teacher failed on, and what was done."""
+        if self.failures:
+            logger.warning(
+                "%s: the %s teacher failed on %d of %d trajectories (on_failure: %s); first: %s",
+                stage, self.kind, len(self.failures), total, self.config.on_failure,
+                self.failures[0]["error"],
+            )  # fmt: skip
+
+
+def make_guarded_teacher(
+    world: str, params: dict[str, Any] | TeacherParams, games: list[dict[str, Any]] | None = None
+) -> GuardedTeacher:
+    """``make_teacher``'s teacher wrapped in :class:`GuardedTeacher` (what the stages use)."""
+    config = params if isinstance(params, TeacherParams) else TeacherParams.from_dict(params)
+    return GuardedTeacher(world, config, games or [])

@@ -116,9 +116,10 @@ class LLMTeacher:
         feedback = ""
         for attempt in range(1, self.max_attempts + 1):
             user = render_template(user_template, feedback=feedback, **values)
-            reply = self.client.complete(
+            retry = {} if attempt == 1 else {"temperature": 0.7, "seed": attempt}
+            reply = self.client.complete(  # each retry is a new request (its own seed)
                 [{"role": "system", "content": system}, {"role": "user", "content": user}],
-                temperature=0.0 if attempt == 1 else 0.7,
+                **{"temperature": 0.0, **retry},
             )
             try:
                 return parse(reply.text)

@@ -12,7 +12,7 @@ from leap_kalm.pipelines.leap_iteration import rolls_out, starting_model
 from leap_kalm.pipelines.params import LeapParams
 from leap_kalm.progress import track
 from leap_kalm.schemas import ModelRef
-from leap_kalm.teachers import make_teacher
+from leap_kalm.teachers import make_guarded_teacher
 
 logger = logging.getLogger(__name__)
 
@@ -92,16 +92,17 @@ def correct_failed_rollouts(
         recording the teacher and its token usage so far.
     """
     config = LeapParams.from_dict(leap_params)
-    teacher = make_teacher(config.env, teacher_params, games)
+    teacher = make_guarded_teacher(config.env, teacher_params, games)
     privileged = {p["game_id"]: p for p in privileged_states}
     failed = [t for t in rollouts if not t["success"]]
     logger.info("correcting %d failed of %d rollouts", len(failed), len(rollouts))
     corrections = []
     for trajectory in track(failed, "teacher corrections"):
-        correction = teacher.correct(trajectory, _privileged_of(privileged, trajectory))
-        corrections.append(
-            {**correction, "teacher": teacher.kind, "teacher_usage": teacher.usage()}
-        )
+        correction, by = teacher.correct(trajectory, _privileged_of(privileged, trajectory))
+        if correction is None:  # the teacher failed and on_failure is skip
+            continue
+        corrections.append({**correction, "teacher": by, "teacher_usage": teacher.usage()})
+    teacher.report("correct", len(failed))
     return corrections
 
 

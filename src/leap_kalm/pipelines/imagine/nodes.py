@@ -89,22 +89,18 @@ def imagine_level(
         tasks = module.novel_goals(level, config.n_per_level, config.seed, config.n_instructions)
     max_steps = config.max_steps or module.IMAGINATION_MAX_STEPS[level]
     model, tokenizer = load_grounded(grounded_llm.path, **model_load_kwargs(model_params))
-    goals = tasks["goals"]
-
-    def judge(i: int, state: np.ndarray, next_state: np.ndarray) -> bool:
-        return module.judge_transition(level, state, next_state, goals[i])[2]
-
+    labels = TransitionLabels(module, level, tasks)
     rollouts = imagine(
-        model, tokenizer, [w[0] for w in tasks["instructions"]], tasks["starts"], judge,
+        model, tokenizer, [w[0] for w in tasks["instructions"]], tasks["starts"], labels,
         max_steps, config.batch_size, config.temperature, config.seed,
     )  # fmt: skip
-    data = kalm_arrays(rollouts, tasks, level, module, max_steps)
+    data = kalm_arrays(rollouts, tasks, level, module, max_steps, labels)
     data["replay_success"] = np.array(
         [
-            module.replay(level, s, g, r.actions)
-            for s, g, r in zip(tasks["starts"], goals, rollouts, strict=True)
+            module.replay(level, tasks["starts"][i], tasks["goals"][i], r.actions, **episode_keys(tasks, i, "replay"))
+            for i, r in enumerate(rollouts)
         ]
-    )
+    )  # fmt: skip
     validate_kalm_dataset(data, source=f"imagined {world} {level} data")
     logger.info(
         "%s %s: %d imagined rollouts, %.0f%% reach their goal on the generated states, "
@@ -114,10 +110,59 @@ def imagine_level(
     return data
 
 
+def episode_keys(tasks: dict[str, Any], i: int, use: str) -> dict[str, Any]:
+    """What besides the goal the world's goal check (``use="judge"``) or replay
+    (``"replay"``) needs of episode ``i``: its task (``env_name``, a Meta-World goal is only
+    a position) and, for a replay, the reset seed of its start; nothing for CLEVR."""
+    keys = {}
+    if tasks.get("env_names") is not None:
+        keys["env_name"] = str(tasks["env_names"][i])
+    if use == "replay" and tasks.get("reset_seeds") is not None:
+        keys["reset_seed"] = int(tasks["reset_seeds"][i])
+    return keys
+
+
+class TransitionLabels:
+    """The judge ``imagine`` calls on each generated transition: it keeps the world's
+    ``(reward, success, terminated)`` per episode, in order, so that the KALM arrays reuse
+    them instead of judging every transition a second time."""
+
+    def __init__(self, module: Any, level: str, tasks: dict[str, Any]) -> None:
+        self.module, self.level, self.tasks = module, level, tasks
+        self.labels: dict[int, list[tuple[float, bool, bool]]] = {}
+
+    def judge(self, i: int, state: np.ndarray, next_state: np.ndarray) -> tuple[float, bool, bool]:
+        return self.module.judge_transition(
+            self.level, state, next_state, self.tasks["goals"][i], **episode_keys(self.tasks, i, "judge")
+        )  # fmt: skip
+
+    def __call__(self, i: int, state: np.ndarray, next_state: np.ndarray) -> bool:
+        label = self.judge(i, state, next_state)
+        self.labels.setdefault(i, []).append(label)
+        return label[2]
+
+    def of(self, i: int, rollout: Any) -> list[tuple[float, bool, bool]]:
+        """Episode ``i``'s labels: kept ones when they cover the rollout, else judged now."""
+        kept = self.labels.get(i, [])
+        if len(kept) == len(rollout.actions):
+            return kept
+        return [
+            self.judge(i, rollout.states[t], rollout.states[t + 1])
+            for t in range(len(rollout.actions))
+        ]
+
+
 def kalm_arrays(
-    rollouts: list[Any], tasks: dict[str, Any], level: str, module: Any, horizon: int
+    rollouts: list[Any],
+    tasks: dict[str, Any],
+    level: str,
+    module: Any,
+    horizon: int,
+    labels: TransitionLabels | None = None,
 ) -> dict[str, Any]:
-    """Imagined rollouts in KALM's offline layout, rewards and terminals from the world."""
+    """Imagined rollouts in KALM's offline layout, rewards and terminals from the world
+    (the labels kept while imagining, when given)."""
+    labels = labels or TransitionLabels(module, level, tasks)
     n, obs_dim = len(rollouts), tasks["starts"].shape[1]
     first = next((r.actions for r in rollouts if len(r.actions)), np.zeros(0, dtype=np.int64))
     action_shape = first.shape[1:]
@@ -139,15 +184,14 @@ def kalm_arrays(
         data["next_observations"][i, :steps] = rollout.states[1:]
         data["actions"][i, :steps] = rollout.actions
         data["masks"][i, :steps] = 1
-        for t in range(steps):
-            reward, success, _ = module.judge_transition(
-                level, rollout.states[t], rollout.states[t + 1], tasks["goals"][i]
-            )
+        for t, (reward, success, _) in enumerate(labels.of(i, rollout)):
             data["rewards"][i, t, 0] = reward
             data["terminals"][i, t, 0] = success
             consistent[i] |= success
     width = max(len(w) for ws in tasks["instructions"] for w in ws)
     data["instructions"] = np.array(tasks["instructions"], dtype=f"<U{max(width, 1)}")
+    if tasks.get("env_names") is not None:
+        data["env_names"] = np.asarray(tasks["env_names"])
     data.update(level=level, imagined=True, goal_consistent=consistent)
     return data
 
@@ -202,6 +246,7 @@ def labelled_kalm_rollouts(
         "starts": np.stack([r.states[0] for r in imagined]),
         "goals": rollouts["goals"],
         "instructions": rollouts["instructions"],
+        "env_names": rollouts.get("env_names"),
     }
     data = kalm_arrays(imagined, tasks, level, module, horizon)
     for i, rollout in enumerate(imagined):  # a goal reached before the end ends the episode there

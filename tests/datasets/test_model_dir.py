@@ -36,6 +36,12 @@ def test_adapter_is_recognised(tmp_path):
     (src / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "/abs/base"}))
     ds = ModelDirDataset(filepath=str(tmp_path / "adapter"))
     ds.save(ModelRef(path=str(src), kind="adapter"))
+    with pytest.raises(DatasetError, match=r"no weights \(adapter_model.safetensors"):
+        ds.load()  # an adapter directory whose save did not finish
+    import torch
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(2, 2)}, str(tmp_path / "adapter" / "adapter_model.safetensors"))
     ref = ds.load()
     assert ref.kind == "adapter" and ref.base_model == "/abs/base"
 

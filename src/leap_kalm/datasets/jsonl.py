@@ -99,6 +99,7 @@ class JSONLDataset(FileDataset[Any, list[Record]]):
         filepath: str | os.PathLike,
         save_args: dict[str, Any] | None = None,
         missing_ok: bool = False,
+        allow_empty: bool = True,
         version: Version | None = None,
         credentials: dict[str, Any] | None = None,
         fs_args: dict[str, Any] | None = None,
@@ -112,6 +113,7 @@ class JSONLDataset(FileDataset[Any, list[Record]]):
             metadata=metadata,
         )
         self._missing_ok = missing_ok
+        self._allow_empty = allow_empty
         save_args = dict(save_args or {})
         self._mode = save_args.pop("mode", "overwrite")
         self._key = save_args.pop("key", None)
@@ -146,7 +148,13 @@ class JSONLDataset(FileDataset[Any, list[Record]]):
                 return []
             raise self._missing(path)
         with self._fs.open(path, "r", encoding="utf-8") as handle:
-            return parse_jsonl_lines(handle, path)
+            records = parse_jsonl_lines(handle, path)
+        if not records and not self._allow_empty:
+            raise DatasetError(
+                f"{path}: no records, and this dataset is never empty (a run that wrote it was "
+                "probably interrupted); re-run the node that writes it"
+            )
+        return records
 
     def load_partial(self) -> list[Record]:
         """Records an interrupted ``resume`` save left behind (empty if none)."""

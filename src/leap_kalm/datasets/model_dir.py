@@ -30,13 +30,60 @@ def describe_model_dir(path: str) -> ModelRef:
         return ModelRef(path=path, kind="skipped", meta=meta.get("meta", {}))
     adapter_cfg = os.path.join(path, "adapter_config.json")
     if os.path.exists(adapter_cfg):
+        check_weights(path, ("adapter_model.safetensors", "adapter_model.bin"))
         base = json.loads(open(adapter_cfg, encoding="utf-8").read()).get("base_model_name_or_path")
         return ModelRef(path=path, kind="adapter", base_model=base, meta=meta.get("meta", {}))
     if not os.path.exists(os.path.join(path, "config.json")):
         raise DatasetError(
             f"{path}: neither config.json (a model) nor adapter_config.json (a LoRA adapter) is there"
         )
+    check_weights(path, ("*.safetensors", "pytorch_model*.bin"))
     return ModelRef(path=path, kind="model", meta=meta.get("meta", {}))
+
+
+def check_weights(path: str, patterns: tuple[str, ...]) -> None:
+    """The directory holds weights, and every safetensors file is whole.
+
+    A safetensors file starts with the length of its JSON header, and the header gives
+    each tensor's byte range, so a file cut short (an interrupted copy or save) is found
+    by its size alone, without loading it.
+
+    Raises:
+        DatasetError: Naming the directory and the missing or truncated file.
+    """
+    import glob
+
+    files = sorted({f for pattern in patterns for f in glob.glob(os.path.join(path, pattern))})
+    if not files:
+        raise DatasetError(
+            f"{path}: no weights ({' or '.join(patterns)}); the save that wrote this directory "
+            "did not finish; train or copy the model again"
+        )
+    for file in files:
+        if file.endswith(".safetensors"):
+            _check_safetensors(file)
+
+
+def _check_safetensors(file: str) -> None:
+    size = os.path.getsize(file)
+    try:
+        with open(file, "rb") as handle:
+            header_len = int.from_bytes(handle.read(8), "little")
+            if size < 8 or 8 + header_len > size:
+                raise ValueError("shorter than its header")
+            header = json.loads(handle.read(header_len))
+        end = max(
+            (v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0
+        )
+    except (ValueError, KeyError, TypeError) as error:
+        raise DatasetError(
+            f"{file}: not a readable safetensors file ({error}); is it truncated?"
+        ) from error
+    if 8 + header_len + end > size:
+        raise DatasetError(
+            f"{file}: truncated ({size} bytes, its header needs {8 + header_len + end}); "
+            "train or copy the model again"
+        )
 
 
 class ModelDirDataset(FileDataset[Any, ModelRef]):

@@ -228,7 +228,46 @@ def validate_kalm_dataset(data: Mapping[str, Any], source: str) -> dict[str, Any
     _check_finite(arr, valid, source)
     _check_chain(arr, valid, source)
     _check_discrete_actions(arr, valid, action_type, source)
+    _check_declared_sizes(data, arr, action_type, action_dim, source)
     return summarize_kalm_arrays(arr, source, action_type, action_dim, lengths)
+
+
+def _check_declared_sizes(
+    data: Mapping[str, Any], arr: Arrays, action_type: str, action_dim: int, source: str
+) -> None:
+    """The arrays agree with the sizes KALM's metadata declares, where the file has them
+    (``observation_dim``, ``action_type``, ``action_dim``): a file cut from another world
+    or an older layout is named here, not deep inside training."""
+    obs_dim = arr["observations"].shape[2]
+    declared_obs = data.get("observation_dim")
+    if declared_obs is not None and int(declared_obs) != obs_dim:
+        _fail(
+            source,
+            f"metadata observation_dim is {int(declared_obs)} but key 'observations' holds "
+            f"{obs_dim} numbers per step",
+        )
+    declared_type = data.get("action_type")
+    if declared_type is not None and str(declared_type) != action_type:
+        _fail(
+            source,
+            f"metadata action_type is {str(declared_type)!r} but key 'actions' holds "
+            f"{action_type} actions (shape {arr['actions'].shape}, dtype {arr['actions'].dtype})",
+        )
+    declared_dim = data.get("action_dim")
+    if declared_dim is None:
+        return
+    if action_type == "continuous" and int(declared_dim) != action_dim:
+        _fail(
+            source,
+            f"metadata action_dim is {int(declared_dim)} but key 'actions' holds "
+            f"{action_dim} numbers per step",
+        )
+    if action_type == "discrete" and action_dim > int(declared_dim):
+        _fail(
+            source,
+            f"key 'actions' holds action {action_dim - 1}, beyond metadata action_dim "
+            f"{int(declared_dim)}",
+        )
 
 
 def canonical_kalm_dataset(data: Any, source: str) -> dict[str, Any]:

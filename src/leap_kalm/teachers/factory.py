@@ -127,6 +127,11 @@ def make_teacher(
     return TEACHER_KINDS[config.kind](world, config, games or [])
 
 
+class TeacherUnavailableError(RuntimeError):
+    """The teacher's server kept failing (429s, 5xx, dropped connections, timeouts) after
+    the client's retries; the message says where, and what a re-run will reuse."""
+
+
 class GuardedTeacher:
     """The configured teacher, with ``on_failure`` applied when it cannot handle a trajectory.
 
@@ -167,7 +172,12 @@ class GuardedTeacher:
 
         try:
             return getattr(self.primary, task)(trajectory, privileged), self.kind
-        except CorrectionError as error:
+        except Exception as error:
+            if not isinstance(error, CorrectionError):
+                unavailable = self._unavailable(error)
+                if unavailable is error:
+                    raise
+                raise unavailable from error
             if self.config.kind == "scripted" or self.config.on_failure == "raise":
                 raise
             self.failures.append(
@@ -182,6 +192,31 @@ class GuardedTeacher:
             )  # fmt: skip
             by = f"scripted (fallback: {self.kind} failed)"
             return getattr(self._fallback_teacher(), task)(trajectory, privileged), by
+
+    def _unavailable(self, error: Exception) -> Exception:
+        """An API error that outlived the client's retries, as one clear message (other
+        errors are returned unchanged)."""
+        try:
+            import openai
+        except ImportError:  # pragma: no cover - openai is a dependency
+            return error
+        if not isinstance(error, openai.APIError):
+            return error
+        client = getattr(getattr(self.primary, "client", None), "params", None)
+        where = getattr(client, "base_url", "the teacher's server")
+        retries = getattr(client, "max_retries", "?")
+        cache = getattr(client, "cache_dir", None)
+        usage = self.usage()
+        kept = (
+            f"the {usage.get('api_calls', 0):.0f} replies received in this run are cached under "
+            f"{cache}, and a re-run reuses them without calling the API"
+            if cache
+            else "nothing is cached (client.cache_dir is null)"
+        )
+        return TeacherUnavailableError(
+            f"the {self.kind} teacher at {where} failed after {retries} retries "
+            f"({type(error).__name__}: {error}); {kept}. Check the server, then re-run."
+        )
 
     def annotate(self, trajectory: dict[str, Any], privileged: Any) -> tuple[Any, str]:
         return self._run("annotate", trajectory, privileged)

@@ -1,0 +1,125 @@
+"""Teacher server faults against a real `transformers serve` on 127.0.0.1 behind a proxy
+that answers 429 or 500, drops the connection or stalls: transient faults are retried
+with backoff (bounded), a server that keeps failing stops the stage with one clear
+message, and what was paid for stays in the cache for the re-run."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from leap_kalm.llm.client import ChatClient, ClientParams
+from leap_kalm.teachers.factory import TeacherUnavailableError, make_guarded_teacher
+from tests.llm.test_client import server  # noqa: F401 - the real server fixture
+from tests.teachers.test_teachers import TRAJECTORY
+
+
+class _FaultyProxy(http.server.BaseHTTPRequestHandler):
+    """Answers POSTs with the queued faults in turn (then forwards to the real server, or
+    keeps failing with ``forever``)."""
+
+    upstream = ""
+    faults: list[str] = []
+    forever: str | None = None
+    posts = 0
+
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        cls = type(self)
+        cls.posts += 1
+        fault = cls.faults.pop(0) if cls.faults else cls.forever
+        if fault == "drop":  # the connection closes with no answer
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        if fault == "stall":  # longer than the client's timeout
+            time.sleep(3)
+            return
+        if fault in ("429", "500"):
+            self.send_response(int(fault))
+            self.send_header("Content-Type", "application/json")
+            if fault == "429":
+                self.send_header("Retry-After", "0")
+            self.end_headers()
+            self.wfile.write(b'{"error": {"message": "injected fault"}}')
+            return
+        request = urllib.request.Request(
+            self.upstream + self.path, data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=120) as response:
+            payload = response.read()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def proxy(server):  # noqa: F811 - pytest injects the imported fixture
+    handler = type("Proxy", (_FaultyProxy,), {"upstream": server, "faults": [], "posts": 0})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield handler, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+
+
+PRIVILEGED = {
+    "task": "put a mug in sink", "task_type": "pick_and_place_simple",
+    "essential_objects": [{"name": "mug 1", "role": "target", "location": "shelf 1",
+                           "location_closed": False}],
+    "critical_receptacles": [], "closed_receptacles": [], "optimal_actions": ["go to shelf 1"],
+}  # fmt: skip
+
+
+def _client(url, model, cache, **extra):
+    return {"base_url": url, "model": model, "max_tokens": 8, "cache_dir": str(cache),
+            "timeout": 2.0, **extra}  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", ["429", "500", "drop", "stall"])
+def test_a_transient_fault_is_retried_and_the_reply_kept(proxy, tiny_model_dir, tmp_path, fault):
+    handler, url = proxy
+    handler.faults = [fault, fault]
+    client = ChatClient(ClientParams(**_client(url, tiny_model_dir, tmp_path, max_retries=3)))
+    result = client.complete([{"role": "user", "content": f"after {fault}"}])
+    assert not result.cached and handler.posts == 3  # two faults, then the answer
+    again = ChatClient(ClientParams(**_client(url, tiny_model_dir, tmp_path)))
+    assert again.complete([{"role": "user", "content": f"after {fault}"}]).cached
+    assert handler.posts == 3
+
+
+def test_a_server_that_keeps_failing_stops_the_stage_clearly(proxy, tiny_model_dir, tmp_path):
+    """The first trajectory gets real (unusable, from the tiny model) replies, which are
+    paid for and cached; then the server fails for good: the teacher stops with one
+    message naming the server and the retries, after a bounded number of requests; the
+    re-run, with the server back, reuses the cached replies."""
+    handler, url = proxy
+    params = {
+        "kind": "llm", "max_attempts": 2, "on_failure": "skip",
+        "client": _client(url, tiny_model_dir, tmp_path, max_retries=2),
+    }  # fmt: skip
+    teacher = make_guarded_teacher("alfworld", params)
+    assert teacher.correct(TRAJECTORY, PRIVILEGED) == (None, "llm")  # answered, but no valid JSON
+    paid = handler.posts
+    assert paid == 2 and teacher.failures[0]["task"] == "correct"
+    handler.forever = "500"
+    steps = [{**step, "action": "go to shelf 1"} for step in TRAJECTORY["steps"]]
+    other = {**TRAJECTORY, "game_id": "g2", "steps": steps}  # a new request
+    with pytest.raises(TeacherUnavailableError) as info:
+        teacher.correct(other, PRIVILEGED)
+    message = str(info.value)
+    assert url in message and "failed after 2 retries" in message
+    assert "InternalServerError" in message and str(tmp_path) in message
+    assert handler.posts == paid + 3  # one request and two retries: bounded
+    handler.forever, handler.posts = None, 0
+    rerun = make_guarded_teacher("alfworld", params)
+    rerun.correct(TRAJECTORY, PRIVILEGED)
+    assert handler.posts == 0 and rerun.usage()["cache_hits"] == 2

@@ -8,17 +8,16 @@ from __future__ import annotations
 import http.server
 import threading
 import time
-import urllib.request
 
 import pytest
 
 from leap_kalm.llm.client import ChatClient, ClientParams
 from leap_kalm.teachers.factory import TeacherUnavailableError, make_guarded_teacher
-from tests.llm.test_client import server  # noqa: F401 - the real server fixture
+from tests.llm.test_client import _FlakyProxy, server  # noqa: F401 - the real server fixture
 from tests.teachers.test_teachers import TRAJECTORY
 
 
-class _FaultyProxy(http.server.BaseHTTPRequestHandler):
+class _FaultyProxy(_FlakyProxy):
     """Answers POSTs with the queued faults in turn (then forwards to the real server, or
     keeps failing with ``forever``)."""
 
@@ -47,19 +46,7 @@ class _FaultyProxy(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b'{"error": {"message": "injected fault"}}')
             return
-        request = urllib.request.Request(
-            self.upstream + self.path, data=body, headers={"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(request, timeout=120) as response:
-            payload = response.read()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
+        self.forward(body)
 
 
 @pytest.fixture

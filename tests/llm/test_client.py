@@ -71,6 +71,10 @@ class _FlakyProxy(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b'{"error": {"message": "overloaded"}}')
             return
+        self.forward(body)
+
+    def forward(self, body: bytes) -> None:
+        """Pass the request on to the real server and its answer back."""
         request = urllib.request.Request(
             self.upstream + self.path, data=body, headers={"Content-Type": "application/json"}
         )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import logging
 import os
 from collections.abc import Iterator
@@ -41,6 +43,10 @@ class TrainParams(ConfigMixin):
     bf16: bool | None = None  # None: bf16 autocast on a bf16 GPU or a CPU with native bf16
     completion_only_scoring: bool = True  # see completion_only_scoring()
     lora: LoraParams = field(default_factory=LoraParams)
+    checkpoint_steps: int = 0  # > 0: a checkpoint every N optimiser steps, resumed after a crash
+    checkpoint_dir: str = (
+        "data/checkpoints"  # checkpoints live under <dir>/<job>, <job> a hash of what is trained
+    )
 
 
 def use_bf16(params: Any, on_gpu: bool) -> bool:
@@ -56,13 +62,39 @@ def use_bf16(params: Any, on_gpu: bool) -> bool:
     return cpu_has_native_bf16()
 
 
-def trainer_arguments(params: Any, output_dir: str, model: Any) -> dict[str, Any]:
-    """Keyword arguments every trl config here takes (device, precision, no checkpoints)."""
+def checkpoint_job_dir(params: Any, model: Any, rows: list[Any], method: str) -> str | None:
+    """Where this training job keeps its checkpoints, or ``None`` without checkpoints.
+
+    The folder is named by a hash of what defines the job (the method, the settings other
+    than where checkpoints go, the starting model and the training rows), so the same
+    command after a crash finds its own checkpoints, and a changed job never resumes from
+    another's.
+    """
+    if params.checkpoint_steps <= 0:
+        return None
+    settings = {k: v for k, v in asdict(params).items() if not k.startswith("checkpoint_")}
+    start = getattr(getattr(model, "config", None), "_name_or_path", "")
+    digest = hashlib.sha256(
+        json.dumps([method, settings, str(start), rows], sort_keys=True, default=str).encode()
+    ).hexdigest()[:16]
+    return os.path.join(params.checkpoint_dir, f"{method}-{digest}")
+
+
+def trainer_arguments(
+    params: Any, output_dir: str, model: Any, checkpoints: str | None = None
+) -> dict[str, Any]:
+    """Keyword arguments every trl config here takes (device, precision, and checkpoints
+    every ``checkpoint_steps`` into ``checkpoints`` when given, else none)."""
     import torch
 
     on_gpu = torch.cuda.is_available() and next(model.parameters()).is_cuda
+    saving = (
+        {"save_strategy": "steps", "save_steps": params.checkpoint_steps, "save_total_limit": 1}
+        if checkpoints
+        else {"save_strategy": "no"}
+    )
     return {
-        "output_dir": output_dir,
+        "output_dir": checkpoints or output_dir,
         "max_steps": params.max_steps,
         "num_train_epochs": params.num_train_epochs,
         "learning_rate": params.learning_rate,
@@ -74,7 +106,7 @@ def trainer_arguments(params: Any, output_dir: str, model: Any) -> dict[str, Any
         "seed": params.seed,
         "use_cpu": not on_gpu,
         "bf16": use_bf16(params, on_gpu),
-        "save_strategy": "no",
+        **saving,
         "report_to": [],
         "ddp_find_unused_parameters": False,
     }
@@ -186,6 +218,40 @@ def fit_and_save(
         peft_config=lora_config(params, model),
         callbacks=trainer_callbacks(trainer_class.__name__),
     )
+    resume = last_checkpoint(args)
     with completion_only_scoring(params.completion_only_scoring):
-        result = trainer.train()
-    return save_trained(trainer, tokenizer, result, params, output_dir, merge=merge)
+        result = trainer.train(resume_from_checkpoint=resume)
+    ref = save_trained(trainer, tokenizer, result, params, output_dir, merge=merge)
+    if resume is not None:
+        ref.meta["resumed_from"] = resume
+    drop_checkpoints(trainer, args)
+    return ref
+
+
+def checkpointing(args: Any) -> bool:
+    """Whether the trainer's arguments save checkpoints (``checkpoint_steps > 0``)."""
+    strategy = getattr(args, "save_strategy", "no")
+    return getattr(strategy, "value", strategy) == "steps"
+
+
+def last_checkpoint(args: Any) -> str | None:
+    """The newest checkpoint an earlier, interrupted run of the same job left (or ``None``)."""
+    if not checkpointing(args) or not os.path.isdir(args.output_dir):
+        return None
+    from transformers.trainer_utils import get_last_checkpoint
+
+    found = get_last_checkpoint(args.output_dir)
+    if found:
+        logger.info("resuming training from %s (an earlier run was interrupted)", found)
+    return found
+
+
+def drop_checkpoints(trainer: Any, args: Any) -> None:
+    """A finished job's checkpoints are no longer needed (rank 0 removes them)."""
+    import shutil
+
+    if not checkpointing(args):
+        return
+    trainer.accelerator.wait_for_everyone()
+    if trainer.is_world_process_zero():
+        shutil.rmtree(args.output_dir, ignore_errors=True)

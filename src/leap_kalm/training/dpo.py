@@ -14,6 +14,7 @@ from typing import Any
 from leap_kalm.schemas import ModelRef, PreferencePair
 from leap_kalm.training.common import (
     TrainParams,
+    checkpoint_job_dir,
     fit_and_save,
     trainer_arguments,
 )
@@ -40,8 +41,12 @@ def train_dpo(
 
     if not pairs:
         raise ValueError("train_dpo: no preference pairs (did the teacher correct any step?)")
-    config = DPOConfig(**trainer_arguments(params, output_dir, model), beta=params.beta)
-    data = Dataset.from_list([{k: p[k] for k in ("prompt", "chosen", "rejected")} for p in pairs])
+    rows = [{k: p[k] for k in ("prompt", "chosen", "rejected")} for p in pairs]
+    checkpoints = checkpoint_job_dir(params, model, rows, "dpo")
+    config = DPOConfig(
+        **trainer_arguments(params, output_dir, model, checkpoints), beta=params.beta
+    )
+    data = Dataset.from_list(rows)
     # the base may itself be a merged earlier student that exists nowhere on disk:
     # save full weights so the result never depends on an unsaved base
     return fit_and_save(DPOTrainer, config, model, tokenizer, data, params, output_dir, merge=True)

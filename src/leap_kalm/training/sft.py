@@ -14,6 +14,7 @@ from leap_kalm.schemas import ModelRef, SFTRecord
 from leap_kalm.training.common import (
     LoraParams,
     TrainParams,
+    checkpoint_job_dir,
     fit_and_save,
     trainer_arguments,
 )
@@ -89,12 +90,14 @@ def train_sft(
 
     if not records:
         raise ValueError("train_sft: no records to train on")
-    config = SFTConfig(
-        **trainer_arguments(params, output_dir, model), warmup_steps=params.warmup_steps
-    )
     if "messages" in records[0]:
         rows = [tokenize_conversation(tokenizer, r["messages"], r["loss_turns"]) for r in records]
     else:
         rows = [{"prompt": r["prompt"], "completion": r["completion"]} for r in records]
+    checkpoints = checkpoint_job_dir(params, model, rows, "sft")
+    config = SFTConfig(
+        **trainer_arguments(params, output_dir, model, checkpoints),
+        warmup_steps=params.warmup_steps,
+    )
     data = Dataset.from_list(rows)
     return fit_and_save(SFTTrainer, config, model, tokenizer, data, params, output_dir, merge=False)

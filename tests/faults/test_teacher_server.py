@@ -6,6 +6,7 @@ message, and what was paid for stays in the cache for the re-run."""
 from __future__ import annotations
 
 import http.server
+import json
 import threading
 import time
 
@@ -25,11 +26,13 @@ class _FaultyProxy(_FlakyProxy):
     faults: list[str] = []
     forever: str | None = None
     posts = 0
+    bodies: list[bytes] = []
 
     def do_POST(self):  # noqa: N802 - http.server's naming
         body = self.rfile.read(int(self.headers["Content-Length"]))
         cls = type(self)
         cls.posts += 1
+        cls.bodies.append(body)
         fault = cls.faults.pop(0) if cls.faults else cls.forever
         if fault == "drop":  # the connection closes with no answer
             self.close_connection = True
@@ -51,7 +54,9 @@ class _FaultyProxy(_FlakyProxy):
 
 @pytest.fixture
 def proxy(server):  # noqa: F811 - pytest injects the imported fixture
-    handler = type("Proxy", (_FaultyProxy,), {"upstream": server, "faults": [], "posts": 0})
+    handler = type(
+        "Proxy", (_FaultyProxy,), {"upstream": server, "faults": [], "posts": 0, "bodies": []}
+    )
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield handler, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
@@ -110,3 +115,48 @@ def test_a_server_that_keeps_failing_stops_the_stage_clearly(proxy, tiny_model_d
     rerun = make_guarded_teacher("alfworld", params)
     rerun.correct(TRAJECTORY, PRIVILEGED)
     assert handler.posts == 0 and rerun.usage()["cache_hits"] == 2
+
+
+def test_killed_while_the_teacher_annotates_no_reply_is_paid_for_twice(
+    proxy, tiny_model_dir, tmp_path
+):
+    """`leap_iter` iteration 0 with an LLM teacher, SIGKILLed once some replies are in:
+    the same command finishes, and no request reaches the server twice (the replies of the
+    killed run come from the cache)."""
+    import os
+    import signal
+    import subprocess
+
+    from tests.helpers import KEDRO, copy_project
+
+    handler, url = proxy
+    project = copy_project(tmp_path / "project")
+    params = ",".join([
+        "leap_iteration=0", "alfworld.teacher.kind=llm", f"alfworld.teacher.client.base_url={url}",
+        f"alfworld.teacher.client.model={tiny_model_dir}", "alfworld.teacher.client.max_tokens=64",
+    ])  # fmt: skip
+    command = [KEDRO, "run", "--env", "test", "--pipeline=leap_iter", "--params", params]
+    env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "OMP_NUM_THREADS": "1", "CI": "true"}
+    run = subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    cache = project / "data" / "02_intermediate" / "llm_cache"
+    deadline = time.monotonic() + 300
+    while len(list(cache.rglob("*.json"))) < 2:
+        assert run.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline, "no teacher reply within 300 s"
+        time.sleep(0.05)
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    paid = {path.stem for path in cache.rglob("*.json")}  # replies received and kept
+    before = len(handler.bodies)
+    again = subprocess.run(
+        command, cwd=project, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    client = ChatClient(ClientParams(base_url=url, model=tiny_model_dir, cache_dir=None))
+    keys = [client.cache_key(json.loads(body)) for body in handler.bodies]
+    assert paid <= set(keys[:before])  # the keys here are the client's own cache keys
+    asked = set(keys[before:])
+    assert asked and not asked & paid  # the rest was asked for, a paid reply never again
+    annotated = (project / "data/test/03_primary/alfworld/annotated_logs.jsonl").read_text()
+    assert annotated.count("\n") == 6  # every expert trajectory, once

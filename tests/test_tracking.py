@@ -13,6 +13,7 @@ import pytest
 from kedro.io import DataCatalog, MemoryDataset
 
 from leap_kalm import tracking
+from leap_kalm.hooks import TrackingHook
 
 
 def read_events(log_dir: Path) -> SimpleNamespace:
@@ -94,7 +95,7 @@ def test_the_hook_writes_parameters_and_summaries_and_cleans_up(tmp_path, clean_
         "clevr": {"client": {"api_key": "sk-NEVER-WRITTEN"}},
     }
     catalog = DataCatalog(datasets={"parameters": MemoryDataset(params)})
-    hook = tracking.TrackingHook()
+    hook = TrackingHook()
     hook.before_pipeline_run({"pipeline_name": "kalm"}, None, catalog)
     run = Path(os.environ[tracking.RUN_DIR_ENV])
     assert run.parent == tmp_path / "tb" and run.name.endswith("_kalm")
@@ -120,7 +121,7 @@ def test_the_hook_does_nothing_when_off(tmp_path, clean_env):
     catalog = DataCatalog(
         datasets={"parameters": MemoryDataset({"tracking": {"tensorboard": False}})}
     )
-    hook = tracking.TrackingHook()
+    hook = TrackingHook()
     hook.before_pipeline_run({"pipeline_name": "kalm"}, None, catalog)
     hook.before_node_run(SimpleNamespace(name="n"))
     hook.after_pipeline_run()

@@ -1,8 +1,7 @@
 """Project settings: hooks and the config loader."""
 
 from leap_kalm.config_resolvers import RESOLVERS, ProjectConfigLoader
-from leap_kalm.hooks import CredentialsHook, SeedingHook
-from leap_kalm.tracking import TrackingHook
+from leap_kalm.hooks import CredentialsHook, SeedingHook, TrackingHook
 
 HOOKS = (SeedingHook(), CredentialsHook(), TrackingHook())
 

@@ -12,22 +12,21 @@ With ``tracking: {tensorboard: true}`` a run writes one TensorBoard run director
   it is saved, tagged by the summary's text columns, at step ``iteration`` where the table
   has one.
 
-The run directory reaches the trainers through the ``LEAP_KALM_TENSORBOARD_DIR``
-environment variable (and the node's name through ``LEAP_KALM_TRACKING_NODE``), so
-trainers in spawned or ``accelerate launch`` processes log there too. View it with
+The run directory is opened by ``hooks.TrackingHook`` (this module stays free of Kedro,
+as everything below ``pipelines/`` does) and reaches the trainers through the
+``LEAP_KALM_TENSORBOARD_DIR`` environment variable (and the node's name through
+``LEAP_KALM_TRACKING_NODE``), so trainers in spawned or ``accelerate launch`` processes
+log there too. View it with
 ``tensorboard --logdir data/09_tracking/tensorboard`` (``make tensorboard``).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import logging
 import os
 import re
 from typing import Any
-
-from kedro.framework.hooks import hook_impl
 
 logger = logging.getLogger(__name__)
 
@@ -129,85 +128,3 @@ def summary_scalars(table: Any, dataset: str) -> list[tuple[str, float, int]]:
                 tag = "/".join(p for p in ("metrics", dataset, where, column) if p)
                 out.append((tag, float(row[column]), step))
     return out
-
-
-class TrackingHook:
-    """Opens the run's TensorBoard directory when ``tracking.tensorboard`` is true."""
-
-    def __init__(self) -> None:
-        self._writer: Any = None
-        self._params: dict[str, Any] = {}
-        self._metrics: dict[str, float] = {}
-        self._owned_env = False
-
-    @hook_impl
-    def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
-        params = catalog.load("parameters") if "parameters" in catalog else {}
-        settings = params.get("tracking") or {}
-        if not switched_on(settings.get("tensorboard", False)):
-            return
-        try:
-            from tensorboardX import SummaryWriter
-        except ImportError as error:
-            raise ImportError(
-                "tracking.tensorboard is true but tensorboardX is not installed; "
-                "`pip install tensorboardX tensorboard` (make setup installs both)"
-            ) from error
-        name = run_params.get("pipeline_names") or run_params.get("pipeline_name") or "default"
-        name = "+".join(name) if isinstance(name, (list, tuple)) else str(name)
-        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        root = os.path.abspath(
-            os.path.join(settings.get("log_dir") or DEFAULT_LOG_DIR, f"{stamp}_{name}")
-        )
-        os.makedirs(root, exist_ok=True)
-        os.environ[RUN_DIR_ENV] = root
-        self._owned_env = True
-        self._writer = SummaryWriter(logdir=os.path.join(root, "parameters"))
-        self._params = flat_parameters(params)
-        self._metrics = {}
-        lines = [f"| `{k}` | `{v}` |" for k, v in sorted(self._params.items())]
-        self._writer.add_text(
-            "parameters", "\n".join(["| parameter | value |", "|---|---|", *lines])
-        )
-        logger.info("TensorBoard: this run logs to %s", root)
-
-    @hook_impl
-    def before_node_run(self, node: Any) -> None:
-        if run_dir() is not None:
-            os.environ[NODE_ENV] = node.name
-
-    @hook_impl
-    def after_dataset_saved(self, dataset_name: str, data: Any) -> None:
-        if self._writer is None or not dataset_name.endswith("eval_summary"):
-            return
-        try:
-            scalars = summary_scalars(data, dataset_name)
-        except Exception as error:  # a table we cannot read must not stop the run
-            logger.warning("TensorBoard: %s not logged (%s)", dataset_name, error)
-            return
-        for tag, value, step in scalars:
-            self._writer.add_scalar(tag, value, step)
-            self._metrics[tag] = value
-        self._writer.flush()
-
-    def _close(self) -> None:
-        if self._writer is not None:
-            if self._metrics:
-                hparams = {
-                    k: v for k, v in self._params.items() if not isinstance(v, str) or len(v) < 200
-                }
-                self._writer.add_hparams(hparams, self._metrics, name="hparams")
-            self._writer.close()
-            self._writer = None
-        if self._owned_env:
-            os.environ.pop(RUN_DIR_ENV, None)
-            os.environ.pop(NODE_ENV, None)
-            self._owned_env = False
-
-    @hook_impl
-    def after_pipeline_run(self) -> None:
-        self._close()
-
-    @hook_impl
-    def on_pipeline_error(self) -> None:
-        self._close()

@@ -43,10 +43,10 @@ class TrainParams(ConfigMixin):
     bf16: bool | None = None  # None: bf16 autocast on a bf16 GPU or a CPU with native bf16
     completion_only_scoring: bool = True  # see completion_only_scoring()
     lora: LoraParams = field(default_factory=LoraParams)
-    checkpoint_steps: int = 0  # > 0: a checkpoint every N optimiser steps, resumed after a crash
-    checkpoint_dir: str = (
-        "data/checkpoints"  # checkpoints live under <dir>/<job>, <job> a hash of what is trained
-    )
+    # > 0: a checkpoint every N optimiser steps, under <checkpoint_dir>/<method>-<hash of
+    # the job>; the same job after a crash resumes from the newest (checkpoint_job_dir)
+    checkpoint_steps: int = 0
+    checkpoint_dir: str = "data/checkpoints"
 
 
 def use_bf16(params: Any, on_gpu: bool) -> bool:

@@ -22,6 +22,11 @@ class Step(TypedDict):
     score: NotRequired[float]
 
 
+# the parts of a graded world's final reward a trajectory may carry (``reward_parts``):
+# WebShop's ``get_reward(verbose=True)``; a part the goal does not ask for is left out
+REWARD_PARTS = ("r_type", "r_att", "r_option", "r_price")
+
+
 class Trajectory(TypedDict):
     """One episode: LEAP rollouts and expert logs share this shape."""
 
@@ -35,6 +40,7 @@ class Trajectory(TypedDict):
     success: bool
     score: float
     num_actions: int
+    reward_parts: NotRequired[dict[str, float]]
 
 
 def make_trajectory(

@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from leap_kalm.llm.parsing import is_admissible
+from leap_kalm.schemas import REWARD_PARTS
 
 STEP_COLUMNS = [
     "iteration", "env", "split", "episode", "game_id", "task_type", "success", "score", "num_actions",
     "step", "observation", "reason", "action", "raw_action", "repair", "admissible",
-    "repeated", "reward", "done",
+    "repeated", "reward", "done", *REWARD_PARTS,
 ]  # fmt: skip
 
 
@@ -33,7 +34,9 @@ def trajectory_steps(trajectories: Sequence[dict[str, Any]], iteration: int | No
     ``admissible``: the action is one of the step's candidates (or fills a candidate's
     template); ``repeated``: it is the episode's previous action again; ``reward`` and
     ``done``: the episode's final reward on its last step, 0 and False before it;
-    ``repair``: how the student's written action was matched (``exact`` for expert steps).
+    ``repair``: how the student's written action was matched (``exact`` for expert steps);
+    ``r_type``, ``r_att``, ``r_option``, ``r_price``: the parts of a graded world's final
+    reward (WebShop's), on every step of the episode, null where the world or goal has none.
     """
     import polars as pl
 
@@ -41,6 +44,7 @@ def trajectory_steps(trajectories: Sequence[dict[str, Any]], iteration: int | No
     for episode, trajectory in enumerate(trajectories):
         steps = trajectory["steps"]
         score = float(trajectory.get("score", float(trajectory["success"])))
+        parts = trajectory.get("reward_parts") or {}
         for t, step in enumerate(steps):
             last = t == len(steps) - 1
             rows.append(
@@ -64,6 +68,7 @@ def trajectory_steps(trajectories: Sequence[dict[str, Any]], iteration: int | No
                     "repeated": t > 0 and step["action"] == steps[t - 1]["action"],
                     "reward": score if last else 0.0,
                     "done": last,
+                    **{k: parts.get(k) for k in REWARD_PARTS},
                 }
             )
     schema = {
@@ -73,6 +78,7 @@ def trajectory_steps(trajectories: Sequence[dict[str, Any]], iteration: int | No
         "num_actions": pl.Int64, "step": pl.Int64, "observation": pl.Utf8, "reason": pl.Utf8,
         "action": pl.Utf8, "raw_action": pl.Utf8, "repair": pl.Utf8, "admissible": pl.Boolean,
         "repeated": pl.Boolean, "reward": pl.Float64, "done": pl.Boolean,
+        **{k: pl.Float64 for k in REWARD_PARTS},
     }  # fmt: skip
     return pl.DataFrame(rows, schema=schema)
 
@@ -128,15 +134,18 @@ def group_summary(steps: Any, keys: list[str]) -> list[dict[str, Any]]:
 
     from leap_kalm.stats import wilson_interval
 
+    parts = [k for k in REWARD_PARTS if k in steps.columns]
     episodes = steps.group_by([*keys, "episode"]).agg(
-        pl.col("success").first(), pl.col("score").first(), pl.col("num_actions").first()
-    )
+        pl.col("success").first(), pl.col("score").first(), pl.col("num_actions").first(),
+        *(pl.col(k).first() for k in parts),
+    )  # fmt: skip
     by_episode = episodes.group_by(keys).agg(
         n=pl.len(),
         wins=pl.col("success").sum(),
         mean_score=pl.col("score").mean(),
         mean_actions=pl.col("num_actions").mean(),
         mean_actions_won=pl.col("num_actions").filter(pl.col("success")).mean(),
+        **{f"mean_{k}": pl.col(k).mean() for k in parts},
     )
     by_step = steps.group_by(keys).agg(
         invalid_action_rate=(~pl.col("admissible")).mean(),
@@ -152,6 +161,7 @@ def group_summary(steps: Any, keys: list[str]) -> list[dict[str, Any]]:
                 "ci_low": low,
                 "ci_high": high,
                 "mean_score": row["mean_score"],
+                **{f"mean_{k}": row[f"mean_{k}"] for k in parts},
                 "mean_actions": row["mean_actions"],
                 "mean_actions_won": row["mean_actions_won"],
                 "invalid_action_rate": row["invalid_action_rate"],

@@ -170,6 +170,33 @@ def test_summary_rows_per_split_and_task_type_plus_all():
     assert dict(repaired.iter_rows()) == {"empty": 2, "exact": 24, "fuzzy": 1, "unmatched": 1}
 
 
+def test_a_graded_worlds_summary_averages_its_score_and_reward_parts():
+    """WebShop's trajectories carry the final reward and its parts; the summary reports
+    their means (WebShop's score is mean_score x 100), ALFWorld's leaves the parts null."""
+    bought = {"r_type": 1.0, "r_att": 0.5, "r_option": 1.0, "r_price": 1.0}
+    rollouts = [
+        {**_trajectory("test", "food", False, 3), "score": 0.75, "reward_parts": bought},
+        {
+            **_trajectory("test", "food", True, 4),
+            "score": 1.0,
+            "reward_parts": dict.fromkeys(bought, 1.0),
+        },  # fmt: skip
+        {
+            **_trajectory("test", "food", False, 15),
+            "score": 0.0,
+            "reward_parts": dict.fromkeys(bought, 0.0),
+        },  # fmt: skip
+    ]
+    summary, steps = summarize_evaluation(rollouts, {"env": "webshop"}, 0)
+    row = next(r for r in summary["rows"] if r["task_type"] == "all")
+    assert row["mean_score"] == pytest.approx(1.75 / 3)
+    assert row["mean_r_att"] == pytest.approx(0.5) and row["mean_r_type"] == pytest.approx(2 / 3)
+    assert row["success_rate"] == pytest.approx(1 / 3)
+    assert steps.filter(steps["done"])["r_att"].to_list() == [0.5, 1.0, 0.0]
+    plain, _ = summarize_evaluation([_trajectory("valid_seen", "heat", True, 2)], {}, 0)
+    assert all(plain["rows"][0][f"mean_{k}"] is None for k in bought)
+
+
 def test_summary_row_reports_the_interval_and_behaviour_diagnostics():
     from leap_kalm.tables import leap_summary_rows, trajectory_steps
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 
 from tests.helpers import copy_project, run_kedro
 
@@ -46,4 +47,18 @@ def test_two_webshop_iterations(tmp_path_factory):
     versions = sorted((root / "08_reporting" / "webshop" / "leap_eval_summary.csv").iterdir())
     summary = pd.read_csv(versions[-1] / "leap_eval_summary.csv")
     assert set(summary["iteration"]) == {0, 1} and set(summary["split"]) == {"test"}
+    evaluated = [
+        json.loads(line)
+        for line in (root / "07_model_output/webshop/iter1/eval_rollouts.jsonl").open()
+    ]
+    # every evaluated episode ends with WebShop's reward and its parts (0s without a purchase)
+    assert evaluated and all(
+        set(t["reward_parts"]) >= {"r_type", "r_att"} and 0.0 <= t["score"] <= 1.0
+        for t in evaluated
+    )
+    row = summary[(summary["iteration"] == 1) & (summary["task_type"] == "all")].iloc[0]
+    assert row["mean_score"] == pytest.approx(sum(t["score"] for t in evaluated) / len(evaluated))
+    assert row["mean_r_att"] == pytest.approx(
+        sum(t["reward_parts"]["r_att"] for t in evaluated) / len(evaluated)
+    )
     assert not (root / "08_reporting" / "alfworld").exists(), "ALFWorld is not run"

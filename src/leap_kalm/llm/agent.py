@@ -159,6 +159,10 @@ def roll_out(
             )
             observation, reward, terminated, truncated, info = ep["env"].step(decision["action"])
             ep["won"] = bool(info.get("won", terminated and reward > 0))
+            if "score" in info:  # a graded world's final reward (WebShop's), and its parts
+                ep["score"] = float(info["score"])
+            if info.get("reward_parts"):
+                ep["reward_parts"] = dict(info["reward_parts"])
             ep["observation"], ep["candidates"] = (
                 observation,
                 list(info.get("admissible_commands", [])),
@@ -185,6 +189,8 @@ def _trajectory(
         model_id=policy.model_id,
         steps=ep["steps"],
         success=ep["won"],
+        score=ep.get("score"),
         sampling=asdict(policy.generator.sampling),
+        **({"reward_parts": ep["reward_parts"]} if "reward_parts" in ep else {}),
         **(extra or {}),
     )

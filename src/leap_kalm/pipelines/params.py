@@ -133,6 +133,9 @@ class TextIngestParams(ConfigMixin):
         n_games: Games per split when generating; with ``real``, a cap (``null``: all).
         seed: Generation seed.
         expert_max_steps: Step cap for the scripted expert.
+        demos: A file of human demonstrations to use instead of the scripted expert's logs
+            (WebShop: ``il_trajs_finalized_images.jsonl``); only the train games it
+            demonstrates get expert logs.
     """
 
     source: str = "generated"
@@ -143,6 +146,7 @@ class TextIngestParams(ConfigMixin):
     )
     seed: int = 0
     expert_max_steps: int = 50
+    demos: str | None = None
 
     def __post_init__(self) -> None:
         if self.source not in ("generated", "real"):

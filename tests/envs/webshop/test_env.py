@@ -12,6 +12,8 @@ from leap_kalm.envs.webshop.catalog import (
     product_prices,
 )
 from leap_kalm.envs.webshop.env import SEARCH_TEMPLATE, Shop, WebShopEnv, parse_action
+from leap_kalm.envs.webshop.reward import get_reward
+from leap_kalm.schemas import REWARD_PARTS
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +48,10 @@ def test_buying_the_goal_product_with_its_options_scores_one(shop_and_goals):
     _, reward, done, truncated, info = env.step("click[buy now]")
     assert reward == pytest.approx(1.0) and done and not truncated and info["won"]
     assert info["admissible_commands"] == []
+    parts = info["reward_parts"]  # WebShop's breakdown, for the evaluation summary
+    assert parts["r_type"] == parts["r_att"] == parts["r_price"] == pytest.approx(1.0)
+    assert parts.get("r_option", 1.0) == pytest.approx(1.0)
+    assert "r_option" in parts or not goal["goal_options"]
 
 
 def test_a_wrong_purchase_scores_what_the_reward_gives(shop_and_goals):
@@ -57,6 +63,12 @@ def test_a_wrong_purchase_scores_what_the_reward_gives(shop_and_goals):
     _go_to_item(env, other["asin"].lower())
     _, reward, done, _, info = env.step("click[buy now]")
     assert done and reward < 1.0 and not info["won"]
+    product = shop.by_asin[other["asin"].lower()]
+    _, expected = get_reward(product, goal, shop.prices[product["asin"].lower()], {}, verbose=True)
+    assert info["reward_parts"] == {
+        k: pytest.approx(float(expected[k])) for k in REWARD_PARTS if expected.get(k) is not None
+    }
+    assert info["reward_parts"]["r_att"] < 1.0
 
 
 def test_pages_link_as_webshop_does(shop_and_goals):
@@ -88,6 +100,7 @@ def test_unavailable_actions_change_nothing_and_the_step_cap_ends_the_episode(sh
     for action in ("click[buy now]", "search[<query>]"):
         observation, reward, done, truncated, _ = env.step(action)
         assert (observation, reward, done, truncated) == (start, 0.0, False, False)
-    *_, truncated, _ = env.step("go to the shop")[1:]
+    *_, truncated, info = env.step("go to the shop")[1:]
     assert truncated
+    assert info["reward_parts"] == dict.fromkeys(REWARD_PARTS, 0.0)  # no purchase: WebShop's 0s
     assert parse_action(" Click[Buy Now] ") == ("click", "buy now") and parse_action("buy") is None

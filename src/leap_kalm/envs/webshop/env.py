@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leap_kalm.envs.webshop.reward import get_reward
+from leap_kalm.schemas import REWARD_PARTS
 
 RESULTS_PER_PAGE = 10
 TOP_K = 50
@@ -103,6 +104,7 @@ class WebShopEnv:
     _options: dict[str, str] = field(default_factory=dict, init=False)
     _sub: str | None = field(default=None, init=False)
     _steps: int = field(default=0, init=False)
+    _reward_parts: dict[str, float] = field(default_factory=dict, init=False)
 
     # -- gymnasium-style interface ---------------------------------------------------------
     def reset(
@@ -110,6 +112,7 @@ class WebShopEnv:
     ) -> tuple[str, dict[str, Any]]:
         self.page, self._query, self._results, self._page_no = "search", "", [], 1
         self._asin, self._options, self._sub, self._steps = None, {}, None, 0
+        self._reward_parts = {}
         return self.observation(), self._info(False, 0.0)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -119,7 +122,9 @@ class WebShopEnv:
         if parsed is not None and self._available(parsed):
             reward, done = self._apply(*parsed)
         truncated = not done and self._steps >= self.max_steps
-        return self.observation(), reward, done, truncated, self._info(done, reward)
+        if truncated:  # no purchase: every part of the reward is 0, as WebShop reports it
+            self._reward_parts = dict.fromkeys(REWARD_PARTS, 0.0)
+        return self.observation(), reward, done, truncated, self._info(done or truncated, reward)
 
     def close(self) -> None:
         pass
@@ -185,11 +190,14 @@ class WebShopEnv:
         return 0.0, False
 
     def purchase_reward(self) -> float:
-        """WebShop's reward for buying the open product with the chosen options now."""
+        """WebShop's reward for buying the open product with the chosen options now; its
+        parts (``r_type``, ``r_att``, ``r_option``, ``r_price``) are kept for the step's info."""
         product = self._product()
-        return float(
-            get_reward(product, self.goal, self.shop.prices[self._asin], dict(self._options))
+        reward, parts = get_reward(
+            product, self.goal, self.shop.prices[self._asin], dict(self._options), verbose=True
         )
+        self._reward_parts = {k: float(parts[k]) for k in REWARD_PARTS if parts.get(k) is not None}
+        return float(reward)
 
     # -- observations ----------------------------------------------------------------------
     def _product(self) -> dict[str, Any]:
@@ -239,11 +247,15 @@ class WebShopEnv:
             ]
         return " [SEP] ".join(parts)
 
-    def _info(self, done: bool, reward: float) -> dict[str, Any]:
-        return {
+    def _info(self, ended: bool, reward: float) -> dict[str, Any]:
+        """``ended``: the episode is over (a purchase, or the step limit)."""
+        info = {
             "task": self.goal["instruction_text"],
-            "admissible_commands": self.candidate_actions() if not done else [],
-            "won": bool(done and reward >= 1.0),
+            "admissible_commands": self.candidate_actions() if not ended else [],
+            "won": bool(ended and reward >= 1.0),
             "score": reward,
             "page": self.page,
         }
+        if ended:
+            info["reward_parts"] = dict(self._reward_parts)
+        return info

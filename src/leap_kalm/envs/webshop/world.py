@@ -29,6 +29,7 @@ __all__ = [
     "make_env",
     "parse_task",
     "privileged_state",
+    "read_demos",
     "render_privileged",
     "run_expert",
 ]
@@ -145,6 +146,13 @@ def run_expert(game: dict[str, Any], max_steps: int, seed: int) -> Trajectory:
     from .expert import run_expert_episode
 
     return run_expert_episode(make_env(game, max_steps), game, max_steps)
+
+
+def read_demos(path: str, games: list[dict[str, Any]]) -> list[Trajectory]:
+    """WebShop's human demonstrations of these games (``demos.read_human_demos``)."""
+    from .demos import read_human_demos
+
+    return read_human_demos(path, games)
 
 
 def parse_task(observation: str) -> str:

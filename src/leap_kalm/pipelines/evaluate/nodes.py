@@ -24,6 +24,10 @@ SUMMARY_COLUMNS = [
     "ci_low",
     "ci_high",
     "mean_score",
+    "mean_r_type",  # the parts of a graded world's reward (WebShop's), null elsewhere
+    "mean_r_att",
+    "mean_r_option",
+    "mean_r_price",
     "mean_actions",
     "mean_actions_won",
     "invalid_action_rate",

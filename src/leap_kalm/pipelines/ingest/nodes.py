@@ -58,6 +58,8 @@ def collect_expert_logs(
     config = TextIngestParams.from_dict(params)
     module = get_world(world, "text")
     train = [g for g in games if g["split"] == "train"]
+    if config.demos:
+        return _read_demos(module, world, config, train)
 
     def produce(done: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         finished = {t["game_id"] for t in done}
@@ -65,6 +67,31 @@ def collect_expert_logs(
         for i, game in track(todo, f"{world} expert logs"):
             record = module.run_expert(game, config.expert_max_steps, config.seed + i)
             yield {**record, "ingest_params": asdict(config)}
+
+    return produce
+
+
+def _read_demos(
+    module: Any, world: str, config: TextIngestParams, train: list[dict[str, Any]]
+) -> Callable[[list], Iterator]:
+    """A producer of the human demonstrations in ``config.demos`` for the train games."""
+    if not hasattr(module, "read_demos"):
+        raise ValueError(
+            f"{world}.ingest.demos: the {world} world reads no demonstration files; "
+            "leave demos null to record the scripted expert"
+        )
+    demos = module.read_demos(config.demos, train)
+    if not demos:
+        raise ValueError(
+            f"{world}.ingest.demos: {config.demos} demonstrates none of the {len(train)} train "
+            "games indexed (raise ingest.n_games.train, or check the file is for this catalog)"
+        )
+
+    def produce(done: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        finished = {t["game_id"] for t in done}
+        for record in demos:
+            if record["game_id"] not in finished:
+                yield {**record, "ingest_params": asdict(config)}
 
     return produce
 

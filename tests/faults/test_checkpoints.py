@@ -85,3 +85,42 @@ def test_a_different_job_never_resumes_from_anothers_checkpoints(tiny_model_dir,
     assert one != common.checkpoint_job_dir(other, model, [{"a": 1}], "sft")
     off = SFTParams.from_dict(_settings(tmp_path))
     assert common.checkpoint_job_dir(off, model, [{"a": 1}], "sft") is None
+
+
+def test_a_crashed_grounding_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, monkeypatch):
+    """The grounded model (the LM wrapped in an ``nn.Module`` with the grounding layers)
+    checkpoints and resumes as SFT does, its new layers included."""
+    import torch
+
+    from leap_kalm.llm.grounded import load_grounded
+    from leap_kalm.training import grounding
+    from tests.training.test_grounding import SPEC, _records
+
+    records, start = _records(), {"name": tiny_model_dir}
+
+    def settings(root, **extra):
+        return {**_settings(root, **extra), "spec": SPEC}
+
+    def train(root, callbacks, **extra):
+        with monkeypatch.context() as patch:
+            patch.setattr(grounding, "trainer_callbacks", lambda stage: callbacks)
+            return train_student(
+                "grounding", records, start, settings(root, **extra), seed=0,
+                load_kwargs={"trainable": True},
+            )  # fmt: skip
+
+    plain = train(tmp_path / "a", [])
+    with pytest.raises(KeyboardInterrupt, match="simulated crash"):
+        train(tmp_path / "b", [_PowerCut(at=3)], checkpoint_steps=2)
+    (job,) = (tmp_path / "b" / "checkpoints").iterdir()
+    assert job.name.startswith("grounding-")
+    assert [p.name for p in job.iterdir() if p.name.startswith("checkpoint-")] == ["checkpoint-2"]
+    ran = _Steps()
+    resumed = train(tmp_path / "b", [ran], checkpoint_steps=2)
+    assert resumed.meta["resumed_from"].endswith("checkpoint-2")
+    assert ran.steps == [3, 4]
+    assert not job.exists()
+    expected, got = load_grounded(plain.path)[0], load_grounded(resumed.path)[0]
+    got_weights = got.state_dict()
+    for name, tensor in expected.state_dict().items():
+        torch.testing.assert_close(got_weights[name], tensor, rtol=1e-5, atol=1e-6, msg=name)

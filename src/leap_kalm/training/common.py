@@ -75,9 +75,24 @@ def checkpoint_job_dir(params: Any, model: Any, rows: list[Any], method: str) ->
     settings = {k: v for k, v in asdict(params).items() if not k.startswith("checkpoint_")}
     start = getattr(getattr(model, "config", None), "_name_or_path", "")
     digest = hashlib.sha256(
-        json.dumps([method, settings, str(start), rows], sort_keys=True, default=str).encode()
+        json.dumps([method, settings, str(start), rows], sort_keys=True, default=_plain).encode()
     ).hexdigest()[:16]
     return os.path.join(params.checkpoint_dir, f"{method}-{digest}")
+
+
+def _plain(value: Any) -> Any:
+    """A JSON stand-in for what ``json`` cannot write: arrays in full (their ``str`` elides
+    the middle, so two jobs on different numbers would share a hash), anything else as text."""
+    tolist = getattr(value, "tolist", None)
+    return tolist() if callable(tolist) else str(value)
+
+
+def checkpoint_saving(params: Any, checkpoints: str | None) -> dict[str, Any]:
+    """Trainer arguments for a checkpoint every ``checkpoint_steps`` into ``checkpoints``
+    (only the newest kept), or none when ``checkpoints`` is ``None``."""
+    if not checkpoints:
+        return {"save_strategy": "no"}
+    return {"save_strategy": "steps", "save_steps": params.checkpoint_steps, "save_total_limit": 1}
 
 
 def trainer_arguments(
@@ -88,11 +103,6 @@ def trainer_arguments(
     import torch
 
     on_gpu = torch.cuda.is_available() and next(model.parameters()).is_cuda
-    saving = (
-        {"save_strategy": "steps", "save_steps": params.checkpoint_steps, "save_total_limit": 1}
-        if checkpoints
-        else {"save_strategy": "no"}
-    )
     return {
         "output_dir": checkpoints or output_dir,
         "max_steps": params.max_steps,
@@ -106,7 +116,7 @@ def trainer_arguments(
         "seed": params.seed,
         "use_cpu": not on_gpu,
         "bf16": use_bf16(params, on_gpu),
-        **saving,
+        **checkpoint_saving(params, checkpoints),
         "report_to": [],
         "ddp_find_unused_parameters": False,
     }

@@ -93,3 +93,26 @@ def test_the_real_alfworld_env_takes_any_garbage_as_a_no_op(tmp_path):
         assert observation == "Nothing happens." and reward == 0 and not terminated
         assert info["admissible_commands"] == candidates
     env.close()
+
+
+def test_the_webshop_env_takes_any_garbage_without_crashing(tmp_path):
+    """Garbage is a no-op in the shop; a search for garbage is an empty results page (its
+    only way on is back to search); the step cap still ends the episode with 0 reward."""
+    from leap_kalm.envs.webshop import world
+
+    game = world.list_games("test", 1, games_dir=str(tmp_path))[0]
+    garbage = ["", "x" * 5000, "click[]", "click[nothing]", "search[]", "search[   ]"]
+    searches = ["search[" + "x" * 5000 + "]", "search[\x00\x01]", "search[😀 ÿ]", "search[[[]]]"]
+    env = world.make_env(game, max_steps=len(garbage) + 1)
+    start, info = env.reset()
+    for action in garbage:
+        observation, reward, terminated, truncated, step_info = env.step(action)
+        assert (observation, reward, terminated, truncated) == (start, 0.0, False, False), action
+        assert step_info["admissible_commands"] == info["admissible_commands"]
+    *_, truncated, step_info = env.step("click[buy now]")  # not on this page: a no-op too
+    assert truncated and step_info["score"] == 0.0 and not step_info["won"]
+    for action in searches:
+        env.reset()
+        observation, reward, terminated, _, step_info = env.step(action)
+        assert "Total results: 0" in observation and reward == 0.0 and not terminated
+        assert step_info["admissible_commands"] == ["click[back to search]"]

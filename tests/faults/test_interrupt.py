@@ -78,33 +78,8 @@ def _fresh_copy(after_iteration_0: Path, dest: Path) -> Path:
 ITER1 = Path("data/test/07_model_output/alfworld/iter1")
 
 
-def test_killed_during_rollouts_resumes_with_the_same_records(reference, tmp_path):
-    expected_root, after0 = reference
-    project = _fresh_copy(after0, tmp_path / "project")
-    partial = project / ITER1 / "rollouts.jsonl.partial"
-    run = _start(project, 1)
-    _wait_for(lambda: partial.exists() and len(partial.read_text().splitlines()) >= 2, run)
-    os.killpg(run.pid, signal.SIGKILL)  # no chance to clean up: as a power cut or OOM kill
-    run.wait()
-    written = _records(partial)
-    assert 2 <= len(written) < 6 and not (project / ITER1 / "rollouts.jsonl").exists()
-    again = _run(project, 1)
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert "resuming after" in again.stdout + again.stderr
-    rollouts = _records(project / ITER1 / "rollouts.jsonl")
-    expected = _records(expected_root / "07_model_output/alfworld/iter1/rollouts.jsonl")
-    assert [r["game_id"] for r in rollouts] == [r["game_id"] for r in expected]
-    assert rollouts == expected  # the kept records and the replayed ones alike
-    assert rollouts[: len(written)] == written
-    corrections = _records(project / ITER1 / "corrections.jsonl")
-    assert corrections == _records(
-        expected_root / "07_model_output/alfworld/iter1/corrections.jsonl"
-    )
-
-
-def test_stopped_during_training_finishes_on_the_rerun(reference, tmp_path):
-    expected_root, after0 = reference
-    project = _fresh_copy(after0, tmp_path / "project")
+def _stop_at_training(project: Path) -> str:
+    """Start iteration 1 and stop it with Ctrl-C (SIGINT) once SFT has started; its output."""
     run = _start(project, 1)
     marker = "Running node: train_sft_student_node"
     seen: list[str] = []
@@ -118,8 +93,36 @@ def test_stopped_during_training_finishes_on_the_rerun(reference, tmp_path):
     os.killpg(run.pid, signal.SIGINT)  # Ctrl-C
     assert run.wait(timeout=120) != 0
     assert not list((project / "data/test/06_models/alfworld/iter1").glob("student/*/student"))
+    return "".join(seen)
+
+
+def test_killed_during_rollouts_then_stopped_during_training_ends_as_an_uninterrupted_run(
+    reference, tmp_path
+):
+    """One iteration interrupted twice, as a long run can be: SIGKILL in the rollouts (a
+    power cut or an OOM kill: no chance to clean up), then Ctrl-C once training started.
+    The third start finishes; every record equals an uninterrupted run's."""
+    expected_root, after0 = reference
+    project = _fresh_copy(after0, tmp_path / "project")
+    partial = project / ITER1 / "rollouts.jsonl.partial"
+    run = _start(project, 1)
+    _wait_for(lambda: partial.exists() and len(partial.read_text().splitlines()) >= 2, run)
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    written = _records(partial)
+    assert 2 <= len(written) < 6 and not (project / ITER1 / "rollouts.jsonl").exists()
+
+    second = _stop_at_training(project)  # the second start resumes the rollouts, then is stopped
+    assert "resuming after" in second
+    rollouts = _records(project / ITER1 / "rollouts.jsonl")
+    expected = _records(expected_root / "07_model_output/alfworld/iter1/rollouts.jsonl")
+    assert [r["game_id"] for r in rollouts] == [r["game_id"] for r in expected]
+    assert rollouts == expected  # the kept records and the replayed ones alike
+    assert rollouts[: len(written)] == written
+
     again = _run(project, 1)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert (project / "data/test/08_reporting/alfworld/iter1/eval.json").is_file()
-    pool = _records(project / "data/test/05_model_input/alfworld/iter1/sft_pool.jsonl")
-    assert pool == _records(expected_root / "05_model_input/alfworld/iter1/sft_pool.jsonl")
+    for name in ("07_model_output/alfworld/iter1/corrections.jsonl",
+                 "05_model_input/alfworld/iter1/sft_pool.jsonl"):  # fmt: skip
+        assert _records(project / "data/test" / name) == _records(expected_root / name), name

@@ -18,12 +18,12 @@ with ``replay: diverged at step N`` and the reward reached so far (0 without a p
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from pathlib import Path
 from typing import Any
 
+from leap_kalm.datasets.jsonl import parse_jsonl_lines
 from leap_kalm.schemas import Trajectory, make_trajectory
 
 logger = logging.getLogger(__name__)
@@ -87,8 +87,9 @@ def read_human_demos(path: str | Path, games: list[dict[str, Any]]) -> list[Traj
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ValueError: A line is not JSON or not a demonstration; the message names the file,
-            the line and the key or step.
+        DatasetError: A line is not a JSON object (``datasets.jsonl.parse_jsonl_lines``).
+        ValueError: A line is not a demonstration. Both name the file and the line (and
+            the key or step).
     """
     from .env import SEARCH_TEMPLATE
     from .world import load_shop, make_env
@@ -108,57 +109,50 @@ def read_human_demos(path: str | Path, games: list[dict[str, Any]]) -> list[Traj
     wanted = {goal_key(goals[g["goal_index"]]["instruction_text"]): g for g in games}
     found: dict[str, Trajectory] = {}
     unknown = 0
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}, line {number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(
-                    f"{where}: malformed JSON ({exc.msg} at column {exc.colno})"
-                ) from exc
-            _check(record, where)
-            game = wanted.get(goal_key(instruction_of(record["states"][0])))
-            if game is None:
-                unknown += 1
-                continue
-            if game["game_id"] in found:
-                continue
-            env = make_env(game, max_steps=len(record["actions"]) + 1)
-            env.reset()
-            steps, reward, done, diverged = [], 0.0, False, None
-            for t, (state, offered, action) in enumerate(
-                zip(record["states"], record["available_actions"], record["actions"], strict=True)
-            ):
-                searching = action.lower().startswith("search[")
-                steps.append(
-                    {
-                        "observation": state,
-                        "candidate_actions": [SEARCH_TEMPLATE] if searching else list(offered),
-                        "action": action,
-                    }
-                )
-                if diverged is None and not done:
-                    offered_here = {c.lower() for c in env.candidate_actions()}
-                    if (searching and env.page == "search") or action.lower() in offered_here:
-                        _, reward, done, _, _ = env.step(action)
-                    else:
-                        diverged = t
-            extra = {"replay": "whole" if diverged is None else f"diverged at step {diverged}"}
-            found[game["game_id"]] = make_trajectory(
-                env="webshop",
-                game_id=game["game_id"],
-                split=game["split"],
-                task=instruction_of(record["states"][0]),
-                task_type=game["task_type"],
-                model_id="human",
-                steps=steps,
-                success=bool(done and reward >= 1.0),
-                score=reward if done else 0.0,
-                **extra,
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    numbers = [n for n, line in enumerate(lines, start=1) if line.strip()]
+    for number, record in zip(numbers, parse_jsonl_lines(lines, str(path)), strict=True):
+        where = f"{path}, line {number}"
+        _check(record, where)
+        game = wanted.get(goal_key(instruction_of(record["states"][0])))
+        if game is None:
+            unknown += 1
+            continue
+        if game["game_id"] in found:
+            continue
+        env = make_env(game, max_steps=len(record["actions"]) + 1)
+        env.reset()
+        steps, reward, done, diverged = [], 0.0, False, None
+        for t, (state, offered, action) in enumerate(
+            zip(record["states"], record["available_actions"], record["actions"], strict=True)
+        ):
+            searching = action.lower().startswith("search[")
+            steps.append(
+                {
+                    "observation": state,
+                    "candidate_actions": [SEARCH_TEMPLATE] if searching else list(offered),
+                    "action": action,
+                }
             )
+            if diverged is None and not done:
+                offered_here = {c.lower() for c in env.candidate_actions()}
+                if (searching and env.page == "search") or action.lower() in offered_here:
+                    _, reward, done, _, _ = env.step(action)
+                else:
+                    diverged = t
+        extra = {"replay": "whole" if diverged is None else f"diverged at step {diverged}"}
+        found[game["game_id"]] = make_trajectory(
+            env="webshop",
+            game_id=game["game_id"],
+            split=game["split"],
+            task=instruction_of(record["states"][0]),
+            task_type=game["task_type"],
+            model_id="human",
+            steps=steps,
+            success=bool(done and reward >= 1.0),
+            score=reward if done else 0.0,
+            **extra,
+        )
     logger.info(
         "%s: %d demonstrations of the %d games asked for (%d lines for other goals)",
         path, len(found), len(games), unknown,

@@ -132,7 +132,7 @@ def group_summary(steps: Any, keys: list[str]) -> list[dict[str, Any]]:
     :func:`leap_summary_rows`)."""
     import polars as pl
 
-    from leap_kalm.stats import wilson_interval
+    from leap_kalm.stats import mean_interval, wilson_interval
 
     parts = [k for k in REWARD_PARTS if k in steps.columns]
     episodes = steps.group_by([*keys, "episode"]).agg(
@@ -143,6 +143,7 @@ def group_summary(steps: Any, keys: list[str]) -> list[dict[str, Any]]:
         n=pl.len(),
         wins=pl.col("success").sum(),
         mean_score=pl.col("score").mean(),
+        scores=pl.col("score"),
         mean_actions=pl.col("num_actions").mean(),
         mean_actions_won=pl.col("num_actions").filter(pl.col("success")).mean(),
         **{f"mean_{k}": pl.col(k).mean() for k in parts},
@@ -154,6 +155,7 @@ def group_summary(steps: Any, keys: list[str]) -> list[dict[str, Any]]:
     rows = []
     for row in by_episode.join(by_step, on=keys).sort(keys).iter_rows(named=True):
         low, high = wilson_interval(int(row["wins"]), int(row["n"]))
+        score_low, score_high = mean_interval(list(row["scores"]))
         rows.append(
             {
                 **{k: row[k] for k in keys},
@@ -161,6 +163,8 @@ def group_summary(steps: Any, keys: list[str]) -> list[dict[str, Any]]:
                 "ci_low": low,
                 "ci_high": high,
                 "mean_score": row["mean_score"],
+                "score_ci_low": score_low,
+                "score_ci_high": score_high,
                 **{f"mean_{k}": row[f"mean_{k}"] for k in parts},
                 "mean_actions": row["mean_actions"],
                 "mean_actions_won": row["mean_actions_won"],

@@ -190,6 +190,7 @@ def test_a_graded_worlds_summary_averages_its_score_and_reward_parts():
     summary, steps = summarize_evaluation(rollouts, {"env": "webshop"}, 0)
     row = next(r for r in summary["rows"] if r["task_type"] == "all")
     assert row["mean_score"] == pytest.approx(1.75 / 3)
+    assert 0.0 <= row["score_ci_low"] < row["mean_score"] < row["score_ci_high"] <= 1.0
     assert row["mean_r_att"] == pytest.approx(0.5) and row["mean_r_type"] == pytest.approx(2 / 3)
     assert row["success_rate"] == pytest.approx(1 / 3)
     assert steps.filter(steps["done"])["r_att"].to_list() == [0.5, 1.0, 0.0]
@@ -231,6 +232,20 @@ def test_wilson_interval():
     assert high == 1.0 and 0.93 < low < 0.95
     with pytest.raises(ValueError, match="within 0..5"):
         wilson_interval(6, 5)
+
+
+def test_mean_interval():
+    import math
+    import statistics
+
+    from leap_kalm.stats import mean_interval
+
+    values = [0.2, 0.4, 0.6, 0.8] * 5
+    half = 2.0930 * statistics.stdev(values) / math.sqrt(20)  # t(0.975, 19 degrees of freedom)
+    assert mean_interval(values) == pytest.approx((0.5 - half, 0.5 + half), abs=1e-4)
+    assert mean_interval([0.0, 1.0, 1.0, 0.5]) == (0.0, 1.0)  # clipped to the values' range
+    assert mean_interval([0.3] * 4) == (0.3, 0.3)
+    assert all(math.isnan(x) for x in mean_interval([1.0]))
 
 
 def test_summary_of_real_evaluation_rollouts(eval_rollouts):

@@ -24,6 +24,8 @@ SUMMARY_COLUMNS = [
     "ci_low",
     "ci_high",
     "mean_score",
+    "score_ci_low",  # a 95% Student-t interval of mean_score
+    "score_ci_high",
     "mean_r_type",  # the parts of a graded world's reward (WebShop's), null elsewhere
     "mean_r_att",
     "mean_r_option",

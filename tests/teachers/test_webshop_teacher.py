@@ -77,3 +77,45 @@ def test_expert_steps_get_the_experts_reasons(games):
     assert teacher.annotate(unexplained, {}) == [s["reason"] for s in expert["steps"]]  # replayed
     with pytest.raises(KeyError, match="no goal 'webshop-train-999'"):
         teacher.correct({**expert, "game_id": "webshop-train-999"}, {})
+
+
+def test_reasons_name_what_the_page_shows_that_decides(games):
+    """A product is chosen for its title and its price under the limit; a wrong item is left
+    for what its page shows against the instruction (its price over the limit, an option it
+    lacks); the goal product's identifier is never named."""
+    from leap_kalm.envs.webshop.expert import expert_action
+
+    game = next(g for g in games if world.make_env(g, 15).goal["goal_options"])
+    env = world.make_env(game, 15)
+    env.reset()
+    env.step(f"search[{goal_query(env.goal)}]")
+    goal, shop = env.goal, env.shop
+    target = goal["asin"].lower()
+    while f"click[{target}]" not in env.candidate_actions():
+        env.step(expert_action(env)[0])
+    action, reason = expert_action(env)
+    assert action == f"click[{target}]"
+    assert reason.startswith(f"{shop.by_asin[target]['Title']} at {shop.by_asin[target]['Price']}")
+    assert f"{goal['price_upper']:.2f} dollar limit" in reason and target not in reason.lower()
+
+    expensive = next(a for a in env._results if shop.prices[a] > goal["price_upper"])
+    option = str(goal["goal_options"][0]).lower()
+    lacking = next(
+        a
+        for a in env._results
+        if shop.prices[a] <= goal["price_upper"]
+        and option not in {v for vs in shop.by_asin[a]["options"].values() for v in vs}
+    )
+    for asin, expected in (
+        (expensive, f"At {shop.by_asin[expensive]['Price']} this item is over the "
+                    f"{goal['price_upper']:.2f} dollar limit"),
+        (lacking, f"This item offers no {option}"),
+    ):  # fmt: skip
+        env.reset()
+        env.step(f"search[{goal_query(goal)}]")
+        while f"click[{asin}]" not in env.candidate_actions():
+            env.step("click[next >]")
+        env.step(f"click[{asin}]")
+        action, reason = expert_action(env)
+        assert action == "click[< prev]" and reason.startswith(expected), reason
+        assert target not in reason.lower()

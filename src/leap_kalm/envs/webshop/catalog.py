@@ -31,6 +31,7 @@ REAL_FILES = {
     "human": ("items_human_ins.json",),
 }
 PRICE_BINS = [10.0 * i for i in range(1, 100)]  # WebShop's price_upper choices
+NO_PRICE_LIMIT = 1_000_000.0  # price_upper of a goal whose instruction names no price (as WebShop)
 
 # -- the generated catalog ------------------------------------------------------------------
 # category -> (path under the top level, product kinds, attribute phrases, options, price range)
@@ -297,7 +298,7 @@ def human_goals(
                 price_upper = max(rng.sample(bins, 2))
                 price_text = f", and price lower than {price_upper:.2f} dollars"
             else:
-                price_upper, price_text = 1_000_000.0, ""
+                price_upper, price_text = NO_PRICE_LIMIT, ""
             goals.append(
                 {
                     "asin": product["asin"],

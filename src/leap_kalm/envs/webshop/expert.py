@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from leap_kalm.envs.webshop.catalog import NO_PRICE_LIMIT
 from leap_kalm.envs.webshop.env import RESULTS_PER_PAGE, WebShopEnv
 from leap_kalm.schemas import Trajectory, make_trajectory
 
@@ -31,6 +32,28 @@ def _wanted_options(env: WebShopEnv) -> dict[str, str]:
     return wanted
 
 
+def _under_limit(goal: dict[str, Any]) -> str:
+    upper = goal["price_upper"]
+    return f"under the {upper:.2f} dollar limit" if upper < NO_PRICE_LIMIT else "at any price"
+
+
+def _why_not(env: WebShopEnv) -> str:
+    """Why the open (wrong) item fails the instruction, from what its page shows: a price
+    over the limit, an option the instruction asks for that it does not offer, or else
+    attributes it lacks."""
+    product = env.shop.by_asin[env._asin]
+    if env.shop.prices[env._asin] > env.goal["price_upper"]:
+        return (
+            f"At {product['Price']} this item is over the {env.goal['price_upper']:.2f} "
+            "dollar limit; back to the results."
+        )
+    offered = {v for values in product["options"].values() for v in values}
+    missing = [str(o).lower() for o in env.goal["goal_options"] if str(o).lower() not in offered]
+    if missing:
+        return f"This item offers no {missing[0]}; back to the results."
+    return "This item lacks attributes the instruction asks for; back to the results."
+
+
 def expert_action(env: WebShopEnv) -> tuple[str, str]:
     """``(action, hint-only reason)``: the expert's next action on ``env``'s current page."""
     target = env.goal["asin"].lower()
@@ -49,9 +72,11 @@ def expert_action(env: WebShopEnv) -> tuple[str, str]:
         if target in env._results:
             page = env._results.index(target) // RESULTS_PER_PAGE + 1
             if page == env._page_no:
+                product = env.shop.by_asin[target]
                 return (
                     f"click[{target}]",
-                    "This result matches the kind of product and the attributes asked for.",
+                    f"{product['Title']} at {product['Price']} is what the instruction asks "
+                    f"for, {_under_limit(env.goal)}.",
                 )
             if page > env._page_no:
                 return (
@@ -61,10 +86,7 @@ def expert_action(env: WebShopEnv) -> tuple[str, str]:
             return "click[< prev]", "A better match was on an earlier page."
         return "click[back to search]", "None of these results fits; a different search is needed."
     if env._asin != target:
-        return (
-            "click[< prev]",
-            "This item does not match the requested attributes; go back to the results.",
-        )
+        return "click[< prev]", _why_not(env)
     if env._sub is not None:
         return "click[< prev]", "The details are read; back to the item to choose its options."
     for name, value in _wanted_options(env).items():

@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -28,27 +29,48 @@ def _run(project: Path, iteration: int) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
-def _start(project: Path, iteration: int) -> subprocess.Popen:
-    env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1", "OMP_NUM_THREADS": "1", "CI": "true"}
-    return subprocess.Popen(
-        [KEDRO, "run", "--env", "test", "--pipeline=leap_iter",
-         "--params", f"leap_iteration={iteration},{PARAMS}"],
-        cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )  # fmt: skip
+class _Started:
+    """A `kedro run` started in its own process group, its output read as it comes (a thread
+    drains the pipe, so the run never blocks on it and a marker is seen when printed)."""
 
+    def __init__(self, project: Path, iteration: int) -> None:
+        # unbuffered: a piped stdout is block-buffered, so a marker would arrive kilobytes
+        # late, possibly once the run had already finished (and the interrupt came too late)
+        env = {
+            **os.environ,
+            "KEDRO_DISABLE_TELEMETRY": "1",
+            "OMP_NUM_THREADS": "1",
+            "CI": "true",
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.process = subprocess.Popen(
+            [KEDRO, "run", "--env", "test", "--pipeline=leap_iter",
+             "--params", f"leap_iteration={iteration},{PARAMS}"],
+            cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        self.lines: list[str] = []
+        threading.Thread(target=self._drain, daemon=True).start()
 
-def _wait_for(predicate, process: subprocess.Popen, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if process.poll() is not None:
-            pytest.fail(
-                "the run ended before it could be interrupted:\n" + process.stdout.read()[-3000:]
-            )
-        if time.monotonic() > deadline:
-            process.kill()
-            pytest.fail("timed out waiting for the moment to interrupt")
-        time.sleep(0.02)
+    def _drain(self) -> None:
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def interrupt_when(self, predicate, sig: int, timeout: float = 300) -> None:
+        """Send ``sig`` to the run's process group as soon as ``predicate()`` holds."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()
+                pytest.fail("no moment to interrupt the run came:\n" + self.output[-3000:])
+            time.sleep(0.02)
+        if self.process.poll() is not None:
+            pytest.fail("the run ended before it could be interrupted:\n" + self.output[-3000:])
+        os.killpg(self.process.pid, sig)
 
 
 def _records(path: Path) -> list[dict]:
@@ -80,20 +102,11 @@ ITER1 = Path("data/test/07_model_output/alfworld/iter1")
 
 def _stop_at_training(project: Path) -> str:
     """Start iteration 1 and stop it with Ctrl-C (SIGINT) once SFT has started; its output."""
-    run = _start(project, 1)
-    marker = "Running node: train_sft_student_node"
-    seen: list[str] = []
-
-    def training_started() -> bool:
-        line = run.stdout.readline()
-        seen.append(line)
-        return marker in "".join(seen[-3:])
-
-    _wait_for(training_started, run)
-    os.killpg(run.pid, signal.SIGINT)  # Ctrl-C
-    assert run.wait(timeout=120) != 0
+    run = _Started(project, 1)
+    run.interrupt_when(lambda: "Running node: train_sft_student_node" in run.output, signal.SIGINT)
+    assert run.process.wait(timeout=120) != 0
     assert not list((project / "data/test/06_models/alfworld/iter1").glob("student/*/student"))
-    return "".join(seen)
+    return run.output
 
 
 def test_killed_during_rollouts_then_stopped_during_training_ends_as_an_uninterrupted_run(
@@ -105,10 +118,11 @@ def test_killed_during_rollouts_then_stopped_during_training_ends_as_an_uninterr
     expected_root, after0 = reference
     project = _fresh_copy(after0, tmp_path / "project")
     partial = project / ITER1 / "rollouts.jsonl.partial"
-    run = _start(project, 1)
-    _wait_for(lambda: partial.exists() and len(partial.read_text().splitlines()) >= 2, run)
-    os.killpg(run.pid, signal.SIGKILL)
-    run.wait()
+    run = _Started(project, 1)
+    run.interrupt_when(
+        lambda: partial.exists() and len(partial.read_text().splitlines()) >= 2, signal.SIGKILL
+    )
+    run.process.wait()
     written = _records(partial)
     assert 2 <= len(written) < 6 and not (project / ITER1 / "rollouts.jsonl").exists()
 

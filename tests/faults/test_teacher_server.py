@@ -17,6 +17,10 @@ from leap_kalm.teachers.factory import TeacherUnavailableError, make_guarded_tea
 from tests.llm.test_client import _FlakyProxy, server  # noqa: F401 - the real server fixture
 from tests.teachers.test_teachers import TRAJECTORY
 
+# generous enough that the real server's answers never time out on a loaded machine (a
+# spurious retry would change the request counts the tests check); a stall outlasts it
+CLIENT_TIMEOUT_S = 5.0
+
 
 class _FaultyProxy(_FlakyProxy):
     """Answers POSTs with the queued faults in turn (then forwards to the real server, or
@@ -39,7 +43,7 @@ class _FaultyProxy(_FlakyProxy):
             self.connection.shutdown(2)
             return
         if fault == "stall":  # longer than the client's timeout
-            time.sleep(3)
+            time.sleep(CLIENT_TIMEOUT_S + 1)
             return
         if fault in ("429", "500"):
             self.send_response(int(fault))
@@ -73,7 +77,7 @@ PRIVILEGED = {
 
 def _client(url, model, cache, **extra):
     return {"base_url": url, "model": model, "max_tokens": 8, "cache_dir": str(cache),
-            "timeout": 2.0, **extra}  # fmt: skip
+            "timeout": CLIENT_TIMEOUT_S, **extra}  # fmt: skip
 
 
 @pytest.mark.parametrize("fault", ["429", "500", "drop", "stall"])

@@ -223,6 +223,32 @@ def test_trained_steps_corrected_trains_only_the_teachers_corrections():
         sft_records_from_corrections([_trajectory("g1")], [correction], "alfworld", None, "some")
 
 
+def test_trained_steps_first_trains_up_to_the_first_correction_only():
+    from leap_kalm.llm.records import conversation_records_from_corrections
+
+    correction = _correction("g1", n=5, corrected=(1, 3))
+    (record,) = conversation_records_from_corrections(
+        [_trajectory("g1", 5)], [correction], "alfworld", trained_steps="first"
+    )
+    # the kept step 0 and the corrected step 1; the off-course states after it are left out
+    assert record["loss_turns"] == [2, 4]
+    assert _answers(record["messages"]) == [
+        "REASON:\nbetter 0\nACTION:\nlook",
+        "REASON:\nbetter 1\nACTION:\ngo to shelf 1",
+    ]
+    per_step = sft_records_from_corrections(
+        [_trajectory("g1", 5)], [correction], "alfworld", trained_steps="first"
+    )
+    assert len(per_step) == 2
+    assert per_step[-1]["completion"][0]["content"].endswith("go to shelf 1")
+    kept = _correction("g2", n=3, corrected=())
+    assert conversation_records_from_corrections(
+        [_trajectory("g2", 3)], [kept], "alfworld", trained_steps="first"
+    ) == [] and sft_records_from_corrections(
+        [_trajectory("g2", 3)], [kept], "alfworld", trained_steps="first"
+    ) == []  # fmt: skip
+
+
 def test_conversation_dpo_prompt_is_the_students_own_chat():
     from leap_kalm.llm.records import dpo_pairs
 

@@ -276,6 +276,9 @@ def _row(iteration, split, task_type, success_rate, env="alfworld"):
         "ci_low": 0.0,
         "ci_high": 1.0,
         "mean_score": success_rate,
+        "score_ci_low": 0.0,
+        "score_ci_high": 1.0,
+        **dict.fromkeys(["mean_r_type", "mean_r_att", "mean_r_option", "mean_r_price"], 0.5),
         "mean_actions": 5.0,
         "mean_actions_won": 4.0,
         "invalid_action_rate": 0.1,
@@ -322,6 +325,21 @@ def test_the_report_folds_an_iteration_into_the_history():
         assert snapshot(history, evaluation) == before
     finally:
         plt.close(figure)
+
+
+def test_a_history_from_before_the_score_interval_and_reward_parts_still_folds():
+    import math
+
+    import matplotlib.pyplot as plt
+
+    new = {"score_ci_low", "score_ci_high", "mean_r_type", "mean_r_att", "mean_r_option",
+           "mean_r_price"}  # fmt: skip
+    old = {k: v for k, v in _row(0, "valid_seen", "all", 0.5).items() if k not in new}
+    evaluation = {"iteration": 1, "env": "alfworld", "rows": [_row(1, "valid_seen", "all", 0.7)]}
+    table, rows, figure = report_leap_progress([old], evaluation)
+    plt.close(figure)
+    assert list(table.columns) == SUMMARY_COLUMNS and len(rows) == 2
+    assert all(math.isnan(table.iloc[0][k]) for k in new) and table.iloc[1]["mean_r_att"] == 0.5
 
 
 def test_the_first_report_starts_the_history():

@@ -54,7 +54,7 @@ def test_parameters_are_not_mutated():
         (
             LeapParams,
             {"trained_steps": "kept"},
-            r"leap.trained_steps must be one of \('trajectory', 'corrected'\), got 'kept'",
+            r"leap.trained_steps must be one of \('trajectory', 'corrected', 'first'\), got 'kept'",
         ),
         (
             TextIngestParams,

@@ -84,7 +84,11 @@ def _checked_pairs(
     return list(enumerate(steps))
 
 
-TRAINED_STEPS = ("trajectory", "corrected")
+# which steps of a corrected trajectory are trained: all (``trajectory``), the corrected
+# ones only (``corrected``; the kept steps are context), or the steps up to and including
+# the first correction (``first``: later states were reached off course, by a policy the
+# teacher had already corrected)
+TRAINED_STEPS = ("trajectory", "corrected", "first")
 
 
 def _check_trained_steps(trained_steps: str) -> None:
@@ -100,15 +104,20 @@ def sft_records_from_corrections(
     trained_steps: str = "trajectory",
 ) -> list[SFTRecord]:
     """One record per step of each corrected trajectory (``trained_steps: corrected``: per
-    corrected step only): the student's context, the teacher's answer."""
+    corrected step only; ``first``: the steps up to the first correction, none without
+    one): the student's context, the teacher's answer."""
     _check_trained_steps(trained_steps)
     by_id = {t["game_id"]: t for t in trajectories}
     records: list[SFTRecord] = []
     for correction in corrections:
         trajectory = _corrected_trajectory(by_id, correction)
-        for t, step in _checked_pairs(trajectory, correction):
+        pairs = list(_checked_pairs(trajectory, correction))
+        first = next((t for t, step in pairs if step["is_corrected"]), -1)
+        for t, step in pairs:
             if trained_steps == "corrected" and not step["is_corrected"]:
                 continue
+            if trained_steps == "first" and t > first:
+                break
             records.append(
                 {
                     "prompt": _prompt(env, trajectory, t, history_window),
@@ -199,7 +208,8 @@ def conversation_records_from_corrections(
     own steps, the corrected one last. Steps after the last correction are trained in a
     final segment. Each step is trained exactly once. With ``trained_steps: corrected``
     a segment trains only its corrected step (the kept steps are context), and nothing
-    after the last correction is trained.
+    after the last correction is trained; with ``trained_steps: first`` only the first
+    segment is trained (a trajectory without a correction gives no record).
     """
     _check_trained_steps(trained_steps)
     by_id = {t["game_id"]: t for t in trajectories}
@@ -213,7 +223,9 @@ def conversation_records_from_corrections(
             for s, answer in zip(steps, teacher, strict=True)
         ]
         ends = [t for t, s in enumerate(steps) if s["is_corrected"]]
-        if trained_steps == "trajectory" and (not ends or ends[-1] != len(steps) - 1):
+        if trained_steps == "first":
+            ends = ends[:1]
+        elif trained_steps == "trajectory" and (not ends or ends[-1] != len(steps) - 1):
             ends.append(len(steps) - 1)
         first = 0
         for end in ends:

@@ -50,7 +50,8 @@ class LeapParams(ConfigMixin):
             iterations (``null``: they are balanced like every other iteration).
         trained_steps: What a corrected trajectory trains: ``trajectory`` (every step, the
             teacher's answer where it kept the student's action and where it corrected
-            it) or ``corrected`` (only the corrected steps; the kept ones are context).
+            it), ``corrected`` (only the corrected steps; the kept ones are context) or
+            ``first`` (the steps up to and including the first correction).
         seed: Seed for subsampling and sampling.
     """
 

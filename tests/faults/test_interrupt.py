@@ -43,12 +43,19 @@ class _Started:
             "CI": "true",
             "PYTHONUNBUFFERED": "1",
         }
-        self.process = subprocess.Popen(
-            [KEDRO, "run", "--env", "test", "--pipeline=leap_iter",
-             "--params", f"leap_iteration={iteration},{PARAMS}"],
-            cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True,
-        )  # fmt: skip
+        # A SIGINT this process ignores would be inherited (tests started from a background
+        # shell ignore it) and the run could not be stopped with Ctrl-C; a handled one is
+        # reset to the default in the child, as in a terminal.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            self.process = subprocess.Popen(
+                [KEDRO, "run", "--env", "test", "--pipeline=leap_iter",
+                 "--params", f"leap_iteration={iteration},{PARAMS}"],
+                cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True, start_new_session=True,
+            )  # fmt: skip
+        finally:
+            signal.signal(signal.SIGINT, previous)
         self.lines: list[str] = []
         threading.Thread(target=self._drain, daemon=True).start()
 
@@ -104,7 +111,7 @@ def _stop_at_training(project: Path) -> str:
     """Start iteration 1 and stop it with Ctrl-C (SIGINT) once SFT has started; its output."""
     run = _Started(project, 1)
     run.interrupt_when(lambda: "Running node: train_sft_student_node" in run.output, signal.SIGINT)
-    assert run.process.wait(timeout=120) != 0
+    assert run.process.wait(timeout=120) != 0, run.output[-3000:]
     assert not list((project / "data/test/06_models/alfworld/iter1").glob("student/*/student"))
     return run.output
 

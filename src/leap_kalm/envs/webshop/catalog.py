@@ -31,6 +31,7 @@ REAL_FILES = {
     "human": ("items_human_ins.json",),
 }
 PRICE_BINS = [10.0 * i for i in range(1, 100)]  # WebShop's price_upper choices
+PRICE_CLAUSE = ", and price lower than"  # how a goal's instruction states its price bound
 NO_PRICE_LIMIT = 1_000_000.0  # price_upper of a goal whose instruction names no price (as WebShop)
 
 # -- the generated catalog ------------------------------------------------------------------
@@ -296,7 +297,7 @@ def human_goals(
             bins = [b for b in PRICE_BINS if b > prices[product["asin"]]][:4]
             if len(bins) >= 2:
                 price_upper = max(rng.sample(bins, 2))
-                price_text = f", and price lower than {price_upper:.2f} dollars"
+                price_text = f"{PRICE_CLAUSE} {price_upper:.2f} dollars"
             else:
                 price_upper, price_text = NO_PRICE_LIMIT, ""
             goals.append(

@@ -24,19 +24,19 @@ from pathlib import Path
 from typing import Any
 
 from leap_kalm.datasets.jsonl import parse_jsonl_lines
+from leap_kalm.envs.webshop.catalog import PRICE_CLAUSE
 from leap_kalm.schemas import Trajectory, make_trajectory
 
 logger = logging.getLogger(__name__)
 
 REQUIRED_KEYS = ("states", "available_actions", "action_idxs", "actions")
-_PRICE_CLAUSE = ", and price lower than"
 
 
 def goal_key(instruction: str) -> str:
     """An instruction as WebShop matches demonstrations to goals: lower case, without
     quotes, without the price clause, trimmed."""
     text = instruction.lower().replace('"', "").replace("'", "")
-    return text.split(_PRICE_CLAUSE)[0].strip()
+    return text.split(PRICE_CLAUSE)[0].strip()
 
 
 def instruction_of(state: str) -> str:
@@ -50,11 +50,7 @@ def instruction_of(state: str) -> str:
     return match.group(1).strip() if match else ""
 
 
-def _check(record: Any, where: str) -> None:
-    if not isinstance(record, dict):
-        raise ValueError(
-            f"{where}: a trajectory must be a JSON object, got {type(record).__name__}"
-        )
+def _check(record: dict[str, Any], where: str) -> None:
     missing = [k for k in REQUIRED_KEYS if k not in record]
     if missing:
         raise ValueError(
@@ -114,7 +110,8 @@ def read_human_demos(path: str | Path, games: list[dict[str, Any]]) -> list[Traj
     for number, record in zip(numbers, parse_jsonl_lines(lines, str(path)), strict=True):
         where = f"{path}, line {number}"
         _check(record, where)
-        game = wanted.get(goal_key(instruction_of(record["states"][0])))
+        instruction = instruction_of(record["states"][0])
+        game = wanted.get(goal_key(instruction))
         if game is None:
             unknown += 1
             continue
@@ -145,7 +142,7 @@ def read_human_demos(path: str | Path, games: list[dict[str, Any]]) -> list[Traj
             env="webshop",
             game_id=game["game_id"],
             split=game["split"],
-            task=instruction_of(record["states"][0]),
+            task=instruction,
             task_type=game["task_type"],
             model_id="human",
             steps=steps,

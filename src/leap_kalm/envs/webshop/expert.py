@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from leap_kalm.envs.webshop.catalog import NO_PRICE_LIMIT
+from leap_kalm.envs.webshop.catalog import NO_PRICE_LIMIT, PRICE_CLAUSE
 from leap_kalm.envs.webshop.env import RESULTS_PER_PAGE, WebShopEnv
 from leap_kalm.schemas import Trajectory, make_trajectory
 
 
 def goal_query(goal: dict[str, Any]) -> str:
     """The instruction without its price clause: what a shopper types first."""
-    return goal["instruction_text"].split(", and price lower than")[0].strip().lower()
+    return goal["instruction_text"].split(PRICE_CLAUSE)[0].strip().lower()
 
 
 def _wanted_options(env: WebShopEnv) -> dict[str, str]:

@@ -52,6 +52,15 @@ def test_near_miss_is_fuzzy_matched():
     )
 
 
+def test_truncated_id_equally_near_several_candidates_is_unmatched():
+    # An answer cut by max_new_tokens used to be "repaired" onto the first listed product.
+    products = ["click[back to search]", "click[g000000652]", "click[g000000736]"]
+    cut = parse_answer("REASON:\nx\nACTION:\nclick[g00000", products)
+    assert cut.repair == "unmatched" and cut.action == "click[g00000"
+    nearer = parse_answer("REASON:\nx\nACTION:\nclick[g00000073", products)
+    assert nearer.repair == "fuzzy" and nearer.action == "click[g000000736]"
+
+
 def test_nonsense_is_unmatched_and_kept_raw():
     parsed = parse_answer("REASON:\nx\nACTION:\nfly to the moon", CANDIDATES)
     assert parsed.repair == "unmatched" and parsed.action == "fly to the moon" and not parsed.valid

@@ -110,7 +110,11 @@ def is_admissible(action: str, candidates: Sequence[str]) -> bool:
 def match_candidate(
     raw_action: str, candidates: Sequence[str], fuzzy_cutoff: float = 80.0
 ) -> tuple[str, str, float]:
-    """Map a raw action onto the candidates: ``(action, repair, score)``."""
+    """Map a raw action onto the candidates: ``(action, repair, score)``.
+
+    A fuzzy match must be unique: when the nearest candidates tie, the action is
+    ``unmatched`` (which ``action_selection: repair`` then scores under the student).
+    """
     if not raw_action.strip():
         return "", "empty", 0.0
     if _PLACEHOLDER.search(raw_action):  # a template copied as it stands is not an action
@@ -127,9 +131,12 @@ def match_candidate(
     if candidates:
         from rapidfuzz import fuzz, process
 
-        best = process.extractOne(normalized, list(by_norm), scorer=fuzz.ratio)
-        if best is not None and best[1] >= fuzzy_cutoff:
-            return by_norm[best[0]], "fuzzy", float(best[1])
+        best = process.extract(normalized, list(by_norm), scorer=fuzz.ratio, limit=2)
+        if best and best[0][1] >= fuzzy_cutoff:
+            # Two candidates equally near (a truncated ``click[g00000`` against every
+            # product id) is a guess, not a repair: leave it unmatched.
+            if len(best) == 1 or best[1][1] < best[0][1]:
+                return by_norm[best[0][0]], "fuzzy", float(best[0][1])
     return raw_action.strip(), "unmatched", 0.0
 
 

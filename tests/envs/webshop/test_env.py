@@ -11,7 +11,8 @@ from leap_kalm.envs.webshop.catalog import (
     load_products,
     product_prices,
 )
-from leap_kalm.envs.webshop.env import SEARCH_TEMPLATE, Shop, WebShopEnv, parse_action
+from leap_kalm.envs.webshop.env import INDEXES, SEARCH_TEMPLATE, Shop, WebShopEnv, parse_action
+from leap_kalm.envs.webshop.expert import goal_query
 from leap_kalm.envs.webshop.reward import get_reward
 from leap_kalm.schemas import REWARD_PARTS
 
@@ -104,3 +105,26 @@ def test_unavailable_actions_change_nothing_and_the_step_cap_ends_the_episode(sh
     assert truncated
     assert info["reward_parts"] == dict.fromkeys(REWARD_PARTS, 0.0)  # no purchase: WebShop's 0s
     assert parse_action(" Click[Buy Now] ") == ("click", "buy now") and parse_action("buy") is None
+
+
+@pytest.mark.parametrize("index", ["fields", "webshop"])
+def test_a_goals_own_query_finds_its_product_in_the_top_ten(index):
+    products = load_products(generate_catalog(300, seed=2))
+    prices = product_prices(products, seed=0)
+    goals = human_goals(products, prices, seed=233)[:100]
+    shop = Shop(products, prices, index=index)
+    found = [g["asin"].lower() in shop.search(goal_query(g))[:10] for g in goals]
+    assert sum(found) >= 90, f"{index}: {sum(found)} of 100 goals"
+
+
+def test_the_webshop_index_reads_title_description_first_bullet_and_options(shop_and_goals):
+    shop, _ = shop_and_goals
+    product = next(p for p in shop.products if len(p["BulletPoints"]) > 1 and p["options"])
+    document = INDEXES["webshop"](product)
+    name, values = next(iter(product["options"].items()))
+    assert f"{name}: {', '.join(values)}".lower() in document
+    assert product["BulletPoints"][0].lower() in document
+    assert product["BulletPoints"][-1].lower() not in document
+    assert document == document.lower()
+    with pytest.raises(ValueError, match="index must be one of"):
+        Shop(shop.products[:3], shop.prices, index="lucene")

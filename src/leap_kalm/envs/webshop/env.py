@@ -32,26 +32,53 @@ SEARCH_TEMPLATE = "search[<query>]"
 _ACTION = re.compile(r"^\s*(search|click)\[(.*)\]\s*$", re.IGNORECASE | re.DOTALL)
 
 
-class Shop:
-    """The products, their prices and a bm25s index over their text (built once)."""
+def _fields_document(product: Mapping[str, Any]) -> str:
+    """Title, description, every bullet point and the attributes (the issue's fields)."""
+    return " ".join(
+        [
+            product["Title"],
+            product["Description"],
+            " ".join(product["BulletPoints"]),
+            " ".join(product["Attributes"]),
+        ]
+    )
 
-    def __init__(self, products: list[dict[str, Any]], prices: Mapping[str, float]) -> None:
+
+def _webshop_document(product: Mapping[str, Any]) -> str:
+    """WebShop's own Lucene document: title, description, the first bullet point and the
+    option text (``size: 2 pack, 3 pack, and scent: mint, coconut``), lower-cased."""
+    options = ", and ".join(
+        f"{name}: {', '.join(values)}" for name, values in product["options"].items()
+    )
+    first_bullet = product["BulletPoints"][0] if product["BulletPoints"] else ""
+    return " ".join([product["Title"], product["Description"], first_bullet, options]).lower()
+
+
+# What the search sees of a product. ``fields`` is the shop's default; ``webshop`` ranks the
+# generated catalog's option-offering products first (docs/webshop.md, benchmarks/webshop_index.py).
+INDEXES = {"fields": _fields_document, "webshop": _webshop_document}
+
+
+class Shop:
+    """The products, their prices and a bm25s index over their text (built once).
+
+    Args:
+        products: Products as ``catalog.load_products`` returns them.
+        prices: The price of each asin.
+        index: Which text of a product the search sees: one of ``INDEXES``.
+    """
+
+    def __init__(
+        self, products: list[dict[str, Any]], prices: Mapping[str, float], index: str = "fields"
+    ) -> None:
         import bm25s
 
         self.products = products
         self.by_asin = {p["asin"].lower(): p for p in products}
         self.prices = {k.lower(): float(v) for k, v in prices.items()}
-        corpus = [
-            " ".join(
-                [
-                    p["Title"],
-                    p["Description"],
-                    " ".join(p["BulletPoints"]),
-                    " ".join(p["Attributes"]),
-                ]
-            )
-            for p in products
-        ]
+        if index not in INDEXES:
+            raise ValueError(f"webshop: index must be one of {sorted(INDEXES)}, got {index!r}")
+        corpus = [INDEXES[index](p) for p in products]
         self._retriever = bm25s.BM25()
         self._retriever.index(
             bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False

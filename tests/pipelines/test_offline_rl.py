@@ -86,5 +86,7 @@ def test_only_goal_consistent_imagined_rollouts_can_be_kept():
     none = {**imagined, "goal_consistent": np.zeros(3, dtype=bool)}
     with pytest.raises(ValueError, match="no imagined rollout reaches its goal"):
         train_policy(real, params, "clevr", rephrase=none)
+    # The real-only policy shares the parameters and has no imagined data to filter.
+    assert train_policy(real, params, "clevr").impl is not None
     with pytest.raises(ValueError, match="imagined_episodes must be one of"):
         OfflineRLParams(imagined_episodes="best")

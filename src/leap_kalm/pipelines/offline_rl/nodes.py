@@ -53,7 +53,7 @@ def train_policy(
             "first or pass --params kalm_imagined_data=PATH"
         )
     imagined = {k: v for k, v in imagined.items() if v is not None}
-    if config.imagined_episodes == "goal_consistent":
+    if config.imagined_episodes == "goal_consistent" and imagined:  # policy_real has none
         imagined = {k: select_episodes(v, v["goal_consistent"]) for k, v in imagined.items()}
         imagined = {k: v for k, v in imagined.items() if len(v["masks"])}
         if not imagined:

@@ -156,3 +156,17 @@ def test_kalm_real_data_replaces_generation_and_is_never_written(tmp_path):
     assert summary["n_episodes"] == 4 and summary["observation_dim"] == 91
     np.testing.assert_allclose(catalog.load("metaworld.kalm_offline_hdf5")["goals"], data["goals"])
     assert Path(user).read_bytes() == before
+
+
+def test_expert_searches_reaches_the_webshop_expert_and_alfworld_refuses_it(tmp_path):
+    from leap_kalm.pipelines.ingest.nodes import collect_expert_logs
+
+    params = {"games_dir": str(tmp_path / "shop"), "n_games": {"train": 6, "eval": 1, "test": 1}}
+    games = prepare_games(params, "webshop")
+    plan = list(collect_expert_logs(games, params, "webshop")([]))
+    page = list(collect_expert_logs(games, {**params, "expert_searches": "page"}, "webshop")([]))
+    assert len(plan) == len(page) == 6 and all(t["success"] for t in plan)
+    assert page[0]["ingest_params"]["expert_searches"] == "page"
+    assert [t["steps"] for t in plan] != [t["steps"] for t in page]
+    with pytest.raises(ValueError, match="alfworld.ingest.expert_searches"):
+        collect_expert_logs([], {"expert_searches": "page"}, "alfworld")

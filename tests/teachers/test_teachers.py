@@ -2,11 +2,13 @@ import json
 import random
 import zlib
 from types import SimpleNamespace
+from dataclasses import dataclass
 
 import pytest
 
 from leap_kalm.teachers import CorrectionError, make_teacher, validate_correction
 from leap_kalm.teachers.alfworld import ScriptedAlfWorldTeacher
+from leap_kalm.teachers.base import ScriptedTeacher
 from leap_kalm.teachers.llm import LLMTeacher, extract_json_object
 
 
@@ -360,8 +362,23 @@ def test_search_corrections_come_from_the_expert_not_the_true_place(games):
     assert checked >= 2
     with pytest.raises(ValueError, match="searches must be one of"):
         ScriptedAlfWorldTeacher(searches="oracle")
-    with pytest.raises(ValueError, match="not available for 'webshop'"):
+    with pytest.raises(ValueError, match="searches must be one of"):
         make_teacher("webshop", {"kind": "scripted", "searches": "expert"}, [])
+    assert make_teacher("webshop", {"kind": "scripted", "searches": "page"}, []).searches == "page"
+
+
+@dataclass
+class OneWayTeacher(ScriptedTeacher):
+    """A scripted teacher without a ``searches`` choice (as a new world's might be)."""
+
+
+def test_a_teacher_without_a_search_choice_refuses_one(monkeypatch):
+    from leap_kalm.teachers import factory
+
+    monkeypatch.setitem(factory.SCRIPTED_TEACHERS, "oneway", f"{__name__}:OneWayTeacher")
+    assert isinstance(make_teacher("oneway", {"kind": "scripted"}, []), OneWayTeacher)
+    with pytest.raises(ValueError, match="not available for 'oneway'"):
+        make_teacher("oneway", {"kind": "scripted", "searches": "expert"}, [])
 
 
 def _index(games):

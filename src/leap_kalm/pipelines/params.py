@@ -137,6 +137,9 @@ class TextIngestParams(ConfigMixin):
         demos: A file of human demonstrations to use instead of the scripted expert's logs
             (WebShop: ``il_trajs_finalized_images.jsonl``); only the train games it
             demonstrates get expert logs.
+        expert_searches: How the scripted expert picks what to open, for a world whose
+            expert has a choice (WebShop: ``plan``, straight to the goal product, or
+            ``page``, from what the pages show); ``null``: the world's own.
     """
 
     source: str = "generated"
@@ -148,6 +151,7 @@ class TextIngestParams(ConfigMixin):
     seed: int = 0
     expert_max_steps: int = 50
     demos: str | None = None
+    expert_searches: str | None = None
 
     def __post_init__(self) -> None:
         if self.source not in ("generated", "real"):

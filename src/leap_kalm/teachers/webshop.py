@@ -8,6 +8,9 @@ hold the goal product, paging on towards it, opening it, or choosing an option t
 instruction asks for. Everything else (an invalid action, an item that does not match,
 buying with options missing, reading pages while the goal is in reach) is corrected to
 the expert's action. ``corrects: plan`` corrects every step off the expert's path.
+``searches`` is the expert's way of choosing a result: ``plan`` opens the goal product,
+``page`` the best result by what the results page shows, going back when its item page
+lacks an option (the choice a student can learn from its own observations).
 
 Reasons are hint-only: they cite the instruction's words and what the page shows, never
 the goal product's identifier. ``realizability`` (0-100) is the share of corrected reasons
@@ -52,7 +55,20 @@ class ScriptedWebShopTeacher(ScriptedTeacher):
             product (0 = LEAP's hint-only teacher).
         games: ``game_id`` -> games-index entry of every goal it may correct.
         corrects: ``mistakes`` or ``plan`` (see the module docstring).
+        searches: Which result a correction opens: ``plan`` (the goal product) or
+            ``page`` (what the pages show; ``envs.webshop.expert``).
     """
+
+    searches: str = "plan"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from leap_kalm.envs.webshop.expert import SEARCHES
+
+        if self.searches not in SEARCHES:
+            raise ValueError(
+                f"the WebShop teacher's searches must be one of {SEARCHES}, got {self.searches!r}"
+            )
 
     def _env(self, trajectory: dict[str, Any]) -> Any:
         from leap_kalm.envs.webshop.world import make_env
@@ -76,7 +92,7 @@ class ScriptedWebShopTeacher(ScriptedTeacher):
             return [step["reason"] for step in trajectory["steps"]]
         env, reasons = self._env(trajectory), []
         for step in trajectory["steps"]:
-            best, reason = expert_action(env)
+            best, reason = expert_action(env, self.searches)
             reasons.append(
                 reason if step["action"] == best else "This step follows the instruction."
             )
@@ -89,7 +105,7 @@ class ScriptedWebShopTeacher(ScriptedTeacher):
 
         env, steps = self._env(trajectory), []
         for t, step in enumerate(trajectory["steps"]):
-            best, reason = expert_action(env)
+            best, reason = expert_action(env, self.searches)
             original = step["action"]
             keep = original == best or (
                 self.corrects == "mistakes" and _progress(env, original, best)

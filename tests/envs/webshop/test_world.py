@@ -51,3 +51,37 @@ def test_the_privileged_state_names_the_target(games_dir):
     )
     text = world.render_privileged(state)
     assert state["asin"] in text and "Price limit: $" in text
+
+
+def test_the_page_reading_expert_chooses_from_what_the_pages_show(games_dir):
+    """``searches: page`` opens a result by its shown price and title and goes back from an
+    item lacking an option; it still buys something worth reward 1."""
+    from leap_kalm.envs.webshop.env import parse_action
+    from leap_kalm.envs.webshop.expert import expert_action
+
+    games = world.list_games("train", 40, games_dir=games_dir)
+    rewards, backs, other = [], 0, 0
+    for game in games:
+        env = world.make_env(game, 15)
+        env.reset()
+        for _ in range(15):
+            action, reason = expert_action(env, "page")
+            if env.page == "results" and parse_action(action)[1] in env._page_asins():
+                product = env.shop.by_asin[parse_action(action)[1]]
+                assert max(product["pricing"][:2]) <= env.goal["price_upper"]
+                assert env.goal["query"] in product["Title"].lower()
+                assert product["Title"] in reason and env.goal["asin"] not in reason
+            if env.page == "item" and action == "click[< prev]" and env._sub is None:
+                backs += 1
+                assert "offers no" in reason or "over the" in reason
+            _, reward, done, _, _ = env.step(action)
+            if done:
+                break
+        rewards.append(reward)
+        other += env._asin != env.goal["asin"].lower()
+    assert sum(r == 1.0 for r in rewards) >= 36  # 90% of 40
+    assert backs >= 5 and other >= 5  # it did go back, and bought products as good as the goal's
+    trajectory = world.run_expert(games[0], max_steps=15, seed=0, searches="page")
+    assert trajectory["score"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="searches must be one of"):
+        world.run_expert(games[0], max_steps=15, seed=0, searches="oracle")

@@ -132,6 +132,7 @@ class WebShopEnv:
     _sub: str | None = field(default=None, init=False)
     _steps: int = field(default=0, init=False)
     _reward_parts: dict[str, float] = field(default_factory=dict, init=False)
+    opened: list[str] = field(default_factory=list, init=False)  # items opened, in order
 
     # -- gymnasium-style interface ---------------------------------------------------------
     def reset(
@@ -139,7 +140,7 @@ class WebShopEnv:
     ) -> tuple[str, dict[str, Any]]:
         self.page, self._query, self._results, self._page_no = "search", "", [], 1
         self._asin, self._options, self._sub, self._steps = None, {}, None, 0
-        self._reward_parts = {}
+        self._reward_parts, self.opened = {}, []
         return self.observation(), self._info(False, 0.0)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -205,6 +206,7 @@ class WebShopEnv:
                 self.page, self._asin, self._options = "results", None, {}
         elif self.page == "results":
             self.page, self._asin, self._options, self._sub = "item", argument, {}, None
+            self.opened.append(argument)
         elif argument in ("description", "features", "reviews"):
             self._sub = argument
         elif argument == "buy now":

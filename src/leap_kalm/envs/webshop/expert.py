@@ -1,10 +1,23 @@
-"""The privileged expert shopper: from any page, the next action towards the goal product.
+"""The privileged expert shopper: from any page, the next action towards the goal.
 
-It knows the goal's product (``asin``) and options, as WebShop's human demonstrations in
-effect did. It searches the goal's instruction (without the price clause); when the
-product is not among the results it searches the product's own title; it pages through
-the results to the product, opens it, chooses each goal option and buys. Being a function
-of the page, it also says what to do after any student action (the teacher's replay).
+It knows the goal's product (``asin``), attributes, options and price limit. It searches
+the goal's instruction (without the price clause), then picks a result in one of two ways
+(``searches``):
+
+* ``plan``: straight to the goal product: it pages through the results to it, opens it,
+  chooses each goal option and buys; when the product is not among the results it
+  searches the product's own title. What decides its choice on the results page (the
+  product's options) is not on that page, so a student imitating it cannot tell why.
+* ``page``: as a shopper who reads the pages: on the results page it opens, of the
+  results not opened yet whose shown price is within the limit and whose title names the
+  kind of product, the first of those naming the most attributes asked for; it goes back
+  when the item page is over the limit or lacks an option asked for. Where no result on
+  the page qualifies, and after ``PAGE_TRIES`` items, it follows ``plan`` (so that it
+  still buys within WebShop's 15 steps). Every choice rests
+  on what the student sees too (LEAP's realizable corrections).
+
+Being a function of the page (and of the items opened so far), it also says what to do
+after any student action (the teacher's replay).
 """
 
 from __future__ import annotations
@@ -54,8 +67,85 @@ def _why_not(env: WebShopEnv) -> str:
     return "This item lacks attributes the instruction asks for; back to the results."
 
 
-def expert_action(env: WebShopEnv) -> tuple[str, str]:
-    """``(action, hint-only reason)``: the expert's next action on ``env``'s current page."""
+SEARCHES = ("plan", "page")
+PAGE_TRIES = 3  # items ``page`` opens before it goes straight to the goal product
+
+
+def _price_fits(product: dict[str, Any], goal: dict[str, Any]) -> bool:
+    """The shown price, all of a range, is within the goal's limit."""
+    return max(product["pricing"][:2]) <= goal["price_upper"]
+
+
+def _attribute_hits(product: dict[str, Any], goal: dict[str, Any]) -> int:
+    """How many attributes asked for the title names (-1: not the kind of product asked for)."""
+    title = product["Title"].lower()
+    if str(goal["query"]).lower() not in title:
+        return -1
+    return sum(str(a).lower() in title for a in goal["attributes"])
+
+
+def _missing_option(product: dict[str, Any], goal: dict[str, Any]) -> str | None:
+    offered = {v for values in product["options"].values() for v in values}
+    missing = [str(o).lower() for o in goal["goal_options"] if str(o).lower() not in offered]
+    return missing[0] if missing else None
+
+
+def _page_action(env: WebShopEnv) -> tuple[str, str] | None:
+    """``searches: page`` on a results or item page; ``None`` where it follows ``plan``."""
+    goal = env.goal
+    tried = len(env.opened)
+    if tried > PAGE_TRIES or (tried == PAGE_TRIES and env.page == "results"):
+        return None  # enough items tried: straight to the goal product
+    if env.page == "results":
+        shown = [
+            (asin, env.shop.by_asin[asin])
+            for asin in env._page_asins()
+            if asin not in env.opened and _price_fits(env.shop.by_asin[asin], goal)
+        ]
+        shown = [(asin, p, _attribute_hits(p, goal)) for asin, p in shown]
+        shown = [row for row in shown if row[2] >= 0]
+        if not shown:
+            return None  # nothing on this page: page on (or back) as ``plan`` does
+        asin, product, _ = max(shown, key=lambda row: row[2])  # the first of the best
+        return (
+            f"click[{asin}]",
+            f"{product['Title']} at {product['Price']} names what the instruction asks for, "
+            f"{_under_limit(goal)}.",
+        )
+    if env.page != "item" or env._sub is not None:
+        return None
+    product = env.shop.by_asin[env._asin]
+    if not _price_fits(product, goal):
+        return (
+            "click[< prev]",
+            f"At {product['Price']} this item is over the {goal['price_upper']:.2f} dollar "
+            "limit; back to the results.",
+        )
+    missing = _missing_option(product, goal)
+    if missing is not None:
+        return "click[< prev]", f"This item offers no {missing}; back to the results."
+    for name, values in product["options"].items():
+        for option in goal["goal_options"]:
+            value = str(option).lower()
+            if value in values and env._options.get(name) != value:
+                return f"click[{value}]", f"The instruction asks for {value}."
+    return "click[buy now]", "The item and its options match the instruction and the price limit."
+
+
+def expert_action(env: WebShopEnv, searches: str = "plan") -> tuple[str, str]:
+    """``(action, hint-only reason)``: the expert's next action on ``env``'s current page.
+
+    Args:
+        env: The episode, on any page.
+        searches: ``plan`` (straight to the goal product) or ``page`` (from what the pages
+            show; see the module docstring).
+    """
+    if searches not in SEARCHES:
+        raise ValueError(f"webshop expert: searches must be one of {SEARCHES}, got {searches!r}")
+    if searches == "page":
+        chosen = _page_action(env)
+        if chosen is not None:
+            return chosen
     target = env.goal["asin"].lower()
     if env.page == "search":
         if env._query == goal_query(env.goal) and target not in env._results:
@@ -95,12 +185,14 @@ def expert_action(env: WebShopEnv) -> tuple[str, str]:
     return "click[buy now]", "The item and its options match the instruction and the price limit."
 
 
-def run_expert_episode(env: WebShopEnv, game: dict[str, Any], max_steps: int) -> Trajectory:
+def run_expert_episode(
+    env: WebShopEnv, game: dict[str, Any], max_steps: int, searches: str = "plan"
+) -> Trajectory:
     """Play one goal with the expert; a trajectory record (``score``: WebShop's reward)."""
     observation, info = env.reset()
     steps, reward, done = [], 0.0, False
     for _ in range(max_steps):
-        action, reason = expert_action(env)
+        action, reason = expert_action(env, searches)
         steps.append(
             {
                 "observation": observation,

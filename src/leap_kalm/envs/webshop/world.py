@@ -141,11 +141,14 @@ def render_privileged(state: dict[str, Any]) -> str:
     )
 
 
-def run_expert(game: dict[str, Any], max_steps: int, seed: int) -> Trajectory:
-    """The privileged expert shopper on one goal (deterministic; ``seed`` unused)."""
+def run_expert(
+    game: dict[str, Any], max_steps: int, seed: int, searches: str = "plan"
+) -> Trajectory:
+    """The privileged expert shopper on one goal (deterministic; ``seed`` unused;
+    ``searches``: ``plan`` or ``page``, see ``expert``)."""
     from .expert import run_expert_episode
 
-    return run_expert_episode(make_env(game, max_steps), game, max_steps)
+    return run_expert_episode(make_env(game, max_steps), game, max_steps, searches)
 
 
 def read_demos(path: str, games: list[dict[str, Any]]) -> list[Trajectory]:

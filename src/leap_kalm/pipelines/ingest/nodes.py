@@ -6,6 +6,8 @@ and reaches the world only through the worlds registry.
 
 from __future__ import annotations
 
+import inspect
+
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
@@ -61,11 +63,20 @@ def collect_expert_logs(
     if config.demos:
         return _read_demos(module, world, config, train)
 
+    options = {}
+    if config.expert_searches is not None:
+        if "searches" not in inspect.signature(module.run_expert).parameters:
+            raise ValueError(
+                f"{world}.ingest.expert_searches: the {world} expert has one way to search; "
+                "leave expert_searches null"
+            )
+        options["searches"] = config.expert_searches
+
     def produce(done: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         finished = {t["game_id"] for t in done}
         todo = [(i, g) for i, g in enumerate(train) if g["game_id"] not in finished]
         for i, game in track(todo, f"{world} expert logs"):
-            record = module.run_expert(game, config.expert_max_steps, config.seed + i)
+            record = module.run_expert(game, config.expert_max_steps, config.seed + i, **options)
             yield {**record, "ingest_params": asdict(config)}
 
     return produce

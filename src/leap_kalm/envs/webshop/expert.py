@@ -50,23 +50,6 @@ def _under_limit(goal: dict[str, Any]) -> str:
     return f"under the {upper:.2f} dollar limit" if upper < NO_PRICE_LIMIT else "at any price"
 
 
-def _why_not(env: WebShopEnv) -> str:
-    """Why the open (wrong) item fails the instruction, from what its page shows: a price
-    over the limit, an option the instruction asks for that it does not offer, or else
-    attributes it lacks."""
-    product = env.shop.by_asin[env._asin]
-    if env.shop.prices[env._asin] > env.goal["price_upper"]:
-        return (
-            f"At {product['Price']} this item is over the {env.goal['price_upper']:.2f} "
-            "dollar limit; back to the results."
-        )
-    offered = {v for values in product["options"].values() for v in values}
-    missing = [str(o).lower() for o in env.goal["goal_options"] if str(o).lower() not in offered]
-    if missing:
-        return f"This item offers no {missing[0]}; back to the results."
-    return "This item lacks attributes the instruction asks for; back to the results."
-
-
 SEARCHES = ("plan", "page")
 PAGE_TRIES = 3  # items ``page`` opens before it goes straight to the goal product
 
@@ -88,6 +71,29 @@ def _missing_option(product: dict[str, Any], goal: dict[str, Any]) -> str | None
     offered = {v for values in product["options"].values() for v in values}
     missing = [str(o).lower() for o in goal["goal_options"] if str(o).lower() not in offered]
     return missing[0] if missing else None
+
+
+def _item_fault(env: WebShopEnv) -> str | None:
+    """Why the open item fails the instruction, from what its page shows (a price over the
+    limit, an option asked for that it does not offer), or ``None``."""
+    product = env.shop.by_asin[env._asin]
+    if not _price_fits(product, env.goal):
+        return (
+            f"At {product['Price']} this item is over the {env.goal['price_upper']:.2f} "
+            "dollar limit; back to the results."
+        )
+    missing = _missing_option(product, env.goal)
+    if missing is not None:
+        return f"This item offers no {missing}; back to the results."
+    return None
+
+
+def _why_not(env: WebShopEnv) -> str:
+    """Why the open (wrong) item fails the instruction: ``_item_fault``, else attributes it
+    lacks."""
+    return _item_fault(env) or (
+        "This item lacks attributes the instruction asks for; back to the results."
+    )
 
 
 def _page_action(env: WebShopEnv) -> tuple[str, str] | None:
@@ -114,16 +120,10 @@ def _page_action(env: WebShopEnv) -> tuple[str, str] | None:
         )
     if env.page != "item" or env._sub is not None:
         return None
+    fault = _item_fault(env)
+    if fault is not None:
+        return "click[< prev]", fault
     product = env.shop.by_asin[env._asin]
-    if not _price_fits(product, goal):
-        return (
-            "click[< prev]",
-            f"At {product['Price']} this item is over the {goal['price_upper']:.2f} dollar "
-            "limit; back to the results.",
-        )
-    missing = _missing_option(product, goal)
-    if missing is not None:
-        return "click[< prev]", f"This item offers no {missing}; back to the results."
     for name, values in product["options"].items():
         for option in goal["goal_options"]:
             value = str(option).lower()

@@ -1,8 +1,8 @@
 import json
 import random
 import zlib
-from types import SimpleNamespace
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import pytest
 

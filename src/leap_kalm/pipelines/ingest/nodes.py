@@ -7,7 +7,6 @@ and reaches the world only through the worlds registry.
 from __future__ import annotations
 
 import inspect
-
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import asdict

@@ -26,18 +26,8 @@ from leap_kalm.envs.webshop.catalog import (
     product_prices,
 )
 from leap_kalm.envs.webshop.env import INDEXES, Shop
-from leap_kalm.envs.webshop.expert import goal_query
+from leap_kalm.envs.webshop.expert import goal_query, wanted_options
 from leap_kalm.envs.webshop.reward import get_reward
-
-
-def first_result_options(product: dict, goal: dict) -> dict[str, str]:
-    """The goal's option values that the product offers, by option name."""
-    chosen = {}
-    for name, values in product["options"].items():
-        for value in goal["goal_options"]:
-            if value in values:
-                chosen[name] = value
-    return chosen
 
 
 def measure(products: list, prices: dict, goals: list, index: str) -> dict:
@@ -51,7 +41,7 @@ def measure(products: list, prices: dict, goals: list, index: str) -> dict:
         top10 += target in found[:10]
         if found:
             product = shop.by_asin[found[0]]
-            options = first_result_options(product, goal)
+            options = wanted_options(product, goal)
             rewards.append(get_reward(product, goal, shop.prices[found[0]], options))
         else:
             rewards.append(0.0)

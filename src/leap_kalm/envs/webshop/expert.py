@@ -13,8 +13,8 @@ the goal's instruction (without the price clause), then picks a result in one of
   kind of product, the first of those naming the most attributes asked for; it goes back
   when the item page is over the limit or lacks an option asked for. Where no result on
   the page qualifies, and after ``PAGE_TRIES`` items, it follows ``plan`` (so that it
-  still buys within WebShop's 15 steps). Every choice rests
-  on what the student sees too (LEAP's realizable corrections).
+  still buys within WebShop's 15 steps). Every choice rests on what the student sees too
+  (LEAP's realizable corrections).
 
 Being a function of the page (and of the items opened so far), it also says what to do
 after any student action (the teacher's replay).
@@ -34,15 +34,22 @@ def goal_query(goal: dict[str, Any]) -> str:
     return goal["instruction_text"].split(PRICE_CLAUSE)[0].strip().lower()
 
 
-def _wanted_options(env: WebShopEnv) -> dict[str, str]:
-    """Option name -> the goal's value, for the options the goal product offers."""
-    product = env.shop.by_asin[env.goal["asin"].lower()]
+def wanted_options(product: dict[str, Any], goal: dict[str, Any]) -> dict[str, str]:
+    """Option name -> the goal's value, for the goal options ``product`` offers."""
     wanted = {}
     for name, values in product["options"].items():
-        for option in env.goal["goal_options"]:
+        for option in goal["goal_options"]:
             if str(option).lower() in values:
                 wanted[name] = str(option).lower()
     return wanted
+
+
+def _choose_options_or_buy(env: WebShopEnv) -> tuple[str, str]:
+    """On the open item's page: the next goal option it offers not chosen yet, else buy."""
+    for name, value in wanted_options(env.shop.by_asin[env._asin], env.goal).items():
+        if env._options.get(name) != value:
+            return f"click[{value}]", f"The instruction asks for {value}."
+    return "click[buy now]", "The item and its options match the instruction and the price limit."
 
 
 def _under_limit(goal: dict[str, Any]) -> str:
@@ -103,16 +110,15 @@ def _page_action(env: WebShopEnv) -> tuple[str, str] | None:
     if tried > PAGE_TRIES or (tried == PAGE_TRIES and env.page == "results"):
         return None  # enough items tried: straight to the goal product
     if env.page == "results":
-        shown = [
-            (asin, env.shop.by_asin[asin])
-            for asin in env._page_asins()
-            if asin not in env.opened and _price_fits(env.shop.by_asin[asin], goal)
-        ]
-        shown = [(asin, p, _attribute_hits(p, goal)) for asin, p in shown]
-        shown = [row for row in shown if row[2] >= 0]
+        shown = []  # (attribute hits, asin) of the results it may open, in page order
+        for asin in env._page_asins():
+            hits = _attribute_hits(env.shop.by_asin[asin], goal)
+            if hits >= 0 and asin not in env.opened and _price_fits(env.shop.by_asin[asin], goal):
+                shown.append((hits, asin))
         if not shown:
             return None  # nothing on this page: page on (or back) as ``plan`` does
-        asin, product, _ = max(shown, key=lambda row: row[2])  # the first of the best
+        asin = max(shown, key=lambda row: row[0])[1]  # the first of the best
+        product = env.shop.by_asin[asin]
         return (
             f"click[{asin}]",
             f"{product['Title']} at {product['Price']} names what the instruction asks for, "
@@ -121,15 +127,7 @@ def _page_action(env: WebShopEnv) -> tuple[str, str] | None:
     if env.page != "item" or env._sub is not None:
         return None
     fault = _item_fault(env)
-    if fault is not None:
-        return "click[< prev]", fault
-    product = env.shop.by_asin[env._asin]
-    for name, values in product["options"].items():
-        for option in goal["goal_options"]:
-            value = str(option).lower()
-            if value in values and env._options.get(name) != value:
-                return f"click[{value}]", f"The instruction asks for {value}."
-    return "click[buy now]", "The item and its options match the instruction and the price limit."
+    return ("click[< prev]", fault) if fault is not None else _choose_options_or_buy(env)
 
 
 def expert_action(env: WebShopEnv, searches: str = "plan") -> tuple[str, str]:
@@ -179,10 +177,7 @@ def expert_action(env: WebShopEnv, searches: str = "plan") -> tuple[str, str]:
         return "click[< prev]", _why_not(env)
     if env._sub is not None:
         return "click[< prev]", "The details are read; back to the item to choose its options."
-    for name, value in _wanted_options(env).items():
-        if env._options.get(name) != value:
-            return f"click[{value}]", f"The instruction asks for {value}."
-    return "click[buy now]", "The item and its options match the instruction and the price limit."
+    return _choose_options_or_buy(env)  # the goal product is open
 
 
 def run_expert_episode(

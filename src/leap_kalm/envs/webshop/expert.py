@@ -44,11 +44,19 @@ def wanted_options(product: dict[str, Any], goal: dict[str, Any]) -> dict[str, s
     return wanted
 
 
+def _offers(product: dict[str, Any]) -> str:
+    """What the item page's option buttons offer, as a reason states it first (so that a
+    student reads the page's options before it compares them with the instruction)."""
+    offered = [v for values in product["options"].values() for v in values]
+    return f"This item offers {', '.join(offered)}" if offered else "This item has no options"
+
+
 def _choose_options_or_buy(env: WebShopEnv) -> tuple[str, str]:
     """On the open item's page: the next goal option it offers not chosen yet, else buy."""
-    for name, value in wanted_options(env.shop.by_asin[env._asin], env.goal).items():
+    product = env.shop.by_asin[env._asin]
+    for name, value in wanted_options(product, env.goal).items():
         if env._options.get(name) != value:
-            return f"click[{value}]", f"The instruction asks for {value}."
+            return f"click[{value}]", f"{_offers(product)}; the instruction asks for {value}."
     return "click[buy now]", "The item and its options match the instruction and the price limit."
 
 
@@ -91,7 +99,10 @@ def _item_fault(env: WebShopEnv) -> str | None:
         )
     missing = _missing_option(product, env.goal)
     if missing is not None:
-        return f"This item offers no {missing}; back to the results."
+        return (
+            f"{_offers(product)}; the instruction asks for {missing}, which it does not "
+            "offer; back to the results."
+        )
     return None
 
 

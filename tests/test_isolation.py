@@ -73,3 +73,66 @@ def test_the_child_logs_at_the_level_its_package_has_here(capfd):
         package.setLevel(before)
     err = capfd.readouterr().err
     assert "shown at INFO" in err and "hidden at WARNING" not in err
+
+
+def test_the_child_stops_when_its_parent_is_killed(tmp_path):
+    """A `kedro run` stopped with SIGTERM or SIGKILL runs no clean-up: its fresh-process
+    child must not go on computing as an orphan."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]);"
+            "from test_isolation import writes_pid_then_works;"
+            "from leap_kalm.isolation import in_fresh_process;"
+            "list(in_fresh_process(writes_pid_then_works, sys.argv[2]))",
+            os.path.dirname(__file__),
+            str(pid_file),
+        ]
+    )
+    child = None
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert parent.poll() is None and time.monotonic() < deadline, "the child never started"
+            time.sleep(0.1)
+        child = int(pid_file.read_text())
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _alive(child):
+            assert time.monotonic() < deadline, f"the child {child} outlived its killed parent"
+            time.sleep(0.1)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        if child is not None and _alive(child):  # this test failed: leave no orphan behind
+            os.kill(child, signal.SIGKILL)
+
+
+def writes_pid_then_works(path: str):
+    with open(path + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(path + ".tmp", path)
+    while True:  # a long computation that yields nothing
+        sum(range(10_000))
+    yield  # pragma: no cover
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (dead, not yet reaped by init) counts as stopped
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False

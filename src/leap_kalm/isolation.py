@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
+import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,6 +21,20 @@ logger = logging.getLogger(__name__)
 
 _ITEM, _DONE, _ERROR = "item", "done", "error"
 _POLL_S = 2.0
+_ORPHAN_EXIT = 70  # the child's exit code when it stops because its parent is gone
+
+
+def _exit_when_orphaned(parent_pid: int, poll_s: float) -> None:
+    """Stop this process as soon as ``parent_pid`` is no longer its parent.
+
+    A parent killed by SIGTERM or SIGKILL (a stopped ``kedro run``) runs none of its
+    clean-up, so without this its spawned child would go on computing (a whole batch of
+    rollouts, minutes on a CPU) until its next write to the closed pipe fails.
+    """
+    while True:
+        time.sleep(poll_s)
+        if os.getppid() != parent_pid:
+            os._exit(_ORPHAN_EXIT)
 
 
 class FreshProcessError(RuntimeError):
@@ -25,8 +42,16 @@ class FreshProcessError(RuntimeError):
 
 
 def _child(
-    fn: Callable[..., Iterator[Any]], args: tuple, kwargs: dict, out: Any, log_level: int
+    fn: Callable[..., Iterator[Any]],
+    args: tuple,
+    kwargs: dict,
+    out: Any,
+    log_level: int,
+    parent_pid: int,
 ) -> None:
+    threading.Thread(
+        target=_exit_when_orphaned, args=(parent_pid, _POLL_S / 4), daemon=True
+    ).start()
     # A spawned child starts with a default logging set-up (kedro's own when kedro is the
     # main script): give fn's package the level it has in the parent, and a handler.
     logging.basicConfig(format="[fresh process] %(levelname)s %(name)s: %(message)s")
@@ -51,13 +76,14 @@ def in_fresh_process(
     dies loses none it had made. An exception in the child is raised here as
     ``FreshProcessError`` with the child's traceback; a child that dies without a word
     (killed, out of memory) is named with its exit code and the number of items it had
-    delivered. Closing the generator early stops the child.
+    delivered. Closing the generator early stops the child, and so does this process's
+    death, however it dies (the child checks for its parent twice a second).
     """
     context = multiprocessing.get_context("spawn")
     reader, writer = context.Pipe(duplex=False)
     log_level = logging.getLogger(fn.__module__.split(".")[0]).getEffectiveLevel()
     process = context.Process(
-        target=_child, args=(fn, args, kwargs, writer, log_level), daemon=True
+        target=_child, args=(fn, args, kwargs, writer, log_level, os.getpid()), daemon=True
     )
     process.start()
     writer.close()  # the child holds the only writing end: its death reads as end of file

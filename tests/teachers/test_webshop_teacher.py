@@ -119,7 +119,9 @@ def test_reasons_name_what_the_page_shows_that_decides(games):
         action, reason = expert_action(env)
         assert action == "click[< prev]" and reason.startswith(expected), reason
         assert target not in reason.lower()
-        if asin == lacking:  # the page's options first, then the one asked for that is not among them
+        if (
+            asin == lacking
+        ):  # the page's options first, then the one asked for that is not among them
             offered = [v for vs in shop.by_asin[asin]["options"].values() for v in vs]
             assert reason == (
                 f"This item offers {', '.join(offered)}; the instruction asks for {option}, "

@@ -50,11 +50,15 @@ def test_option_reasons_state_the_pages_options_before_the_one_asked_for(games_d
     n_options = 0
     for game in world.list_games("train", 10, games_dir=games_dir):
         for step in world.run_expert(game, max_steps=15, seed=0)["steps"]:
-            match = re.fullmatch(r"This item offers (.+); the instruction asks for (.+)\.", step["reason"])
+            match = re.fullmatch(
+                r"This item offers (.+); the instruction asks for (.+)\.", step["reason"]
+            )
             if match is None:
                 continue
             n_options += 1
-            shown = re.findall(r"\[(?:clicked )?button\] ([^\[]+?) \[(?:clicked )?button_\]", step["observation"])
+            shown = re.findall(
+                r"\[(?:clicked )?button\] ([^\[]+?) \[(?:clicked )?button_\]", step["observation"]
+            )
             assert set(match.group(1).split(", ")) <= {b.lower() for b in shown}
             assert step["action"] == f"click[{match.group(2)}]"
             assert match.group(2) in match.group(1).split(", ")

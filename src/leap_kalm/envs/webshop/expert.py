@@ -44,10 +44,15 @@ def wanted_options(product: dict[str, Any], goal: dict[str, Any]) -> dict[str, s
     return wanted
 
 
+def _offered(product: dict[str, Any]) -> list[str]:
+    """Every option value the item page shows, in page order."""
+    return [v for values in product["options"].values() for v in values]
+
+
 def _offers(product: dict[str, Any]) -> str:
     """What the item page's option buttons offer, as a reason states it first (so that a
     student reads the page's options before it compares them with the instruction)."""
-    offered = [v for values in product["options"].values() for v in values]
+    offered = _offered(product)
     return f"This item offers {', '.join(offered)}" if offered else "This item has no options"
 
 
@@ -83,7 +88,7 @@ def _attribute_hits(product: dict[str, Any], goal: dict[str, Any]) -> int:
 
 
 def _missing_option(product: dict[str, Any], goal: dict[str, Any]) -> str | None:
-    offered = {v for values in product["options"].values() for v in values}
+    offered = set(_offered(product))
     missing = [str(o).lower() for o in goal["goal_options"] if str(o).lower() not in offered]
     return missing[0] if missing else None
 

@@ -277,3 +277,48 @@ def test_sft_records_dispatch_on_the_prompt_format():
     assert len(sft_records("conversation", "alfworld", None, trajectories, corrections)) == 2
     with pytest.raises(ValueError, match="prompt_format must be one of"):
         sft_records("chat", "alfworld", None, trajectories)
+
+
+def _won(game_id, n=3):
+    return {**_trajectory(game_id, n), "success": True}
+
+
+def test_contrast_pairs_prefer_an_approved_step_over_the_corrected_action():
+    from leap_kalm.llm.records import contrast_pairs_from_kept_steps, dpo_pairs
+
+    # g1 failed and was corrected at step 1 (look -> go to shelf 1); g2 and g3 won; g4
+    # failed without a correction. "go to shelf 1" is a candidate at step 1 of each.
+    trajectories = [_trajectory("g1"), _won("g2"), _won("g3"), _trajectory("g4")]
+    corrections = [_correction("g1")]
+    contrasts = contrast_pairs_from_kept_steps(trajectories, corrections, "alfworld", ratio=1.0)
+    assert len(contrasts) == 1  # one pair chose "go to shelf 1": one contrast
+    (pair,) = contrasts
+    assert pair["game_id"] in {"g2", "g3"}
+    assert pair["chosen"] == [{"role": "assistant", "content": "REASON:\nr1\nACTION:\nlook"}]
+    assert pair["rejected"] == [
+        {"role": "assistant", "content": "REASON:\nbetter 1\nACTION:\ngo to shelf 1"}
+    ]
+    assert "Observation 1: obs 1" in pair["prompt"][1]["content"]  # the approved step's prompt
+    # ratio 2 asks for two: both winners' step 1 qualify; the failed, uncorrected g4 and
+    # g1's steps from its correction on never do
+    two = contrast_pairs_from_kept_steps(trajectories, corrections, "alfworld", ratio=2.0)
+    assert sorted(p["game_id"] for p in two) == ["g2", "g3"]
+    assert contrast_pairs_from_kept_steps([_trajectory("g1"), _trajectory("g4")], corrections, "alfworld", ratio=5.0) == []  # fmt: skip
+    # the same seed draws the same steps; dpo_pairs appends the contrasts to LEAP's pairs
+    assert contrast_pairs_from_kept_steps(trajectories, corrections, "alfworld", seed=3) == (
+        contrast_pairs_from_kept_steps(trajectories, corrections, "alfworld", seed=3)
+    )
+    plain = dpo_pairs("leap", "alfworld", 2, trajectories, corrections)
+    both = dpo_pairs("leap", "alfworld", 2, trajectories, corrections, contrast_ratio=1.0)
+    assert len(plain) == 1 and both[:1] == plain and both[1:] == contrasts
+    assert contrast_pairs_from_kept_steps(trajectories, corrections, "alfworld", ratio=0) == []
+    with pytest.raises(ValueError, match="contrast ratio must be >= 0"):
+        contrast_pairs_from_kept_steps(trajectories, corrections, "alfworld", ratio=-1)
+
+
+def test_contrast_pairs_skip_steps_where_the_student_already_took_the_action():
+    from leap_kalm.llm.records import contrast_pairs_from_kept_steps
+
+    won = _won("g2")
+    won["steps"][1]["action"] = "go to shelf 1"  # the approved step took the preferred action
+    assert contrast_pairs_from_kept_steps([_trajectory("g1"), won], [_correction("g1")], "alfworld") == []  # fmt: skip

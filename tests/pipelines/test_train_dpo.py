@@ -112,3 +112,26 @@ def test_dpo_trains_a_new_lora_on_the_merged_previous_student(pairs, sft_student
     old, new = previous.state_dict(), trained.state_dict()
     assert set(new) == set(old)
     assert any(not torch.equal(old[k], new[k]) for k in old), "DPO changed the weights"
+
+
+def test_contrast_pairs_reject_corrected_actions_at_approved_steps(
+    failed_rollouts, corrections, pairs
+):
+    both = build_dpo_pairs(failed_rollouts, corrections, {**LEAP, "dpo_contrast_ratio": 1.0})
+    assert both[: len(pairs)] == pairs
+    contrasts = both[len(pairs) :]
+    preferred = {
+        s["corrected_action"] for c in corrections for s in c["steps"] if s["is_corrected"]
+    }
+    by_id = {t["game_id"]: t for t in failed_rollouts}
+    for pair in contrasts:
+        rejected = pair["rejected"][0]["content"].rsplit("ACTION:\n", 1)[1]
+        chosen = pair["chosen"][0]["content"].rsplit("ACTION:\n", 1)[1]
+        assert rejected in preferred and chosen != rejected
+        # chosen is the student's own action at a step of its trajectory where the rejected
+        # action was a candidate
+        steps = by_id[pair["game_id"]]["steps"]
+        assert any(s["action"] == chosen and rejected in s["candidate_actions"] for s in steps)
+    assert 0 < len(contrasts) <= len(pairs)
+    with pytest.raises(ValueError, match="dpo_contrast_ratio must be >= 0"):
+        build_dpo_pairs(failed_rollouts, corrections, {**LEAP, "dpo_contrast_ratio": -0.5})

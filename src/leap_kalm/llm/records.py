@@ -156,6 +156,73 @@ def dpo_pairs_from_corrections(
     return pairs
 
 
+def contrast_pairs_from_kept_steps(
+    trajectories: Sequence[dict[str, Any]],
+    corrections: Sequence[dict[str, Any]],
+    env: str,
+    history_window: int | None = None,
+    prompt_format: str = "leap",
+    ratio: float = 1.0,
+    seed: int = 0,
+) -> list[PreferencePair]:
+    """Pairs that prefer the student's own step over an action the corrections prefer
+    elsewhere, so that DPO sees each preferred action on both sides.
+
+    Correction pairs alone are one-sided when the student never took the action the
+    teacher keeps asking for (WebShop: 78 of 119 pairs prefer ``click[< prev]``, 6 the
+    other way; the student then went back from every item). For each action ``A`` the
+    corrections chose ``n`` times, up to ``round(n * ratio)`` contrast pairs take a step the
+    teacher approved where ``A`` was a candidate and the student did something else:
+    chosen = the student's answer there, rejected = ``A`` with the reason of one of the
+    corrections that chose it. Approved steps are every step of a successful rollout and
+    the steps of a corrected rollout before its first correction; they are drawn in a
+    fixed order from ``seed``.
+    """
+    if ratio < 0:
+        raise ValueError(f"contrast ratio must be >= 0, got {ratio}")
+    rejected_answers: dict[str, list[str]] = {}
+    for correction in corrections:
+        for step in correction["steps"]:
+            if step["is_corrected"]:
+                rejected_answers.setdefault(step["corrected_action"], []).append(
+                    step["corrected_reason"]
+                )
+    if ratio == 0 or not rejected_answers:
+        return []
+    corrections_by_id = {c["game_id"]: c for c in corrections}
+    approved: list[tuple[dict[str, Any], int]] = []
+    for trajectory in trajectories:
+        correction = corrections_by_id.get(trajectory["game_id"])
+        if correction is None and not trajectory.get("success"):
+            continue  # failed and not corrected: nothing says its steps were right
+        n_steps = len(trajectory["steps"])
+        if correction is not None:
+            flags = [step["is_corrected"] for _, step in _checked_pairs(trajectory, correction)]
+            n_steps = flags.index(True) if True in flags else n_steps
+        approved += [(trajectory, t) for t in range(n_steps)]
+    rng = random.Random(seed)
+    rng.shuffle(approved)
+    contrasts: list[PreferencePair] = []
+    for action, reasons in sorted(rejected_answers.items()):
+        wanted = round(len(reasons) * ratio)
+        for trajectory, t in approved:
+            if wanted == 0:
+                break
+            step = trajectory["steps"][t]
+            if step["action"] == action or action not in step["candidate_actions"]:
+                continue
+            contrasts.append(
+                {
+                    "prompt": _prompt(env, trajectory, t, history_window, prompt_format),
+                    "chosen": _assistant(step.get("reason", ""), step["action"]),
+                    "rejected": _assistant(reasons[wanted % len(reasons)], action),
+                    "game_id": trajectory["game_id"],
+                }
+            )
+            wanted -= 1
+    return contrasts
+
+
 def _with_answers(
     steps: Sequence[dict[str, Any]], answers: Sequence[tuple[str, str]]
 ) -> list[dict[str, Any]]:
@@ -370,10 +437,19 @@ def dpo_pairs(
     history_window: int | None,
     trajectories: Sequence[dict[str, Any]],
     corrections: Sequence[dict[str, Any]],
+    contrast_ratio: float = 0.0,
+    seed: int = 0,
 ) -> list[PreferencePair]:
-    """Preference pairs (corrected vs original) in ``prompt_format``."""
+    """Preference pairs (corrected vs original) in ``prompt_format``, and with
+    ``contrast_ratio`` > 0 the contrast pairs of :func:`contrast_pairs_from_kept_steps`."""
     _check_format(prompt_format)
-    return dpo_pairs_from_corrections(trajectories, corrections, env, history_window, prompt_format)
+    pairs = dpo_pairs_from_corrections(
+        trajectories, corrections, env, history_window, prompt_format
+    )
+    contrasts = contrast_pairs_from_kept_steps(
+        trajectories, corrections, env, history_window, prompt_format, contrast_ratio, seed
+    )
+    return pairs + contrasts
 
 
 def _check_format(prompt_format: str) -> None:

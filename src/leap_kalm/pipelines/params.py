@@ -52,6 +52,11 @@ class LeapParams(ConfigMixin):
             teacher's answer where it kept the student's action and where it corrected
             it), ``corrected`` (only the corrected steps; the kept ones are context) or
             ``first`` (the steps up to and including the first correction).
+        dpo_contrast_ratio: ``train_method: dpo`` only: besides one pair per corrected
+            step, for each action the corrections chose ``n`` times, ``n`` x this many
+            pairs that prefer the student's approved step over that action where it was a
+            candidate (``llm.records.contrast_pairs_from_kept_steps``); 0: LEAP's pairs
+            only.
         seed: Seed for subsampling and sampling.
     """
 
@@ -76,6 +81,7 @@ class LeapParams(ConfigMixin):
     dagger_actions_per_iteration: int | None = None
     dagger_expert_actions: int | None = None
     trained_steps: str = "trajectory"
+    dpo_contrast_ratio: float = 0.0
     seed: int = 0
 
     def student_settings(self, max_steps: int) -> Any:
@@ -113,6 +119,10 @@ class LeapParams(ConfigMixin):
         if self.trained_steps not in TRAINED_STEPS:
             raise ValueError(
                 f"leap.trained_steps must be one of {TRAINED_STEPS}, got {self.trained_steps!r}"
+            )
+        if self.dpo_contrast_ratio < 0:
+            raise ValueError(
+                f"leap.dpo_contrast_ratio must be >= 0, got {self.dpo_contrast_ratio!r}"
             )
         from leap_kalm.llm.prompts import PROMPT_FORMATS
 

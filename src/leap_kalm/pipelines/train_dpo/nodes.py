@@ -15,13 +15,20 @@ logger = logging.getLogger(__name__)
 def build_dpo_pairs(
     rollouts: list[dict[str, Any]], corrections: list[dict[str, Any]], leap_params: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    """``{prompt, chosen: corrected, rejected: original}`` for every corrected step of this iteration."""
+    """``{prompt, chosen: corrected, rejected: original}`` for every corrected step of this
+    iteration, and the contrast pairs ``leap.dpo_contrast_ratio`` asks for."""
     from leap_kalm.llm.records import dpo_pairs
 
     config = LeapParams.from_dict(leap_params)
     fmt = (config.prompt_format, config.env, config.history_window)
-    pairs = dpo_pairs(*fmt, rollouts, corrections)
-    logger.info("%d preference pairs from %d corrections", len(pairs), len(corrections))
+    pairs = dpo_pairs(
+        *fmt, rollouts, corrections, contrast_ratio=config.dpo_contrast_ratio, seed=config.seed
+    )
+    n_corrected = sum(s["is_corrected"] for c in corrections for s in c["steps"])
+    logger.info(
+        "%d preference pairs from %d corrections (%d corrected steps, %d contrast pairs)",
+        len(pairs), len(corrections), n_corrected, len(pairs) - n_corrected,
+    )  # fmt: skip
     return pairs
 
 

@@ -324,3 +324,57 @@ def test_state_scale_sets_the_heads_unit_and_the_losss(tiny):
     moving = change_scale(still)
     assert moving[0] == pytest.approx(steps[masks].std(), rel=1e-5)
     assert moving[1:] == [pytest.approx(moving[0] * 0.01)] * 9
+
+
+def test_outcome_records_are_predicted_and_measured_in_outcome_units(tiny):
+    """A consequence record's target (an episode's last state) uses ``outcome_scale``; a
+    dynamics record in the same batch keeps the one-step ``state_scale``."""
+    import dataclasses
+
+    import torch
+
+    from leap_kalm.llm.grounded import predict_targets
+    from leap_kalm.llm.grounding_tasks import dynamics_record, task_record
+    from leap_kalm.pipelines.ground_llm.nodes import change_scale
+
+    lm, tokenizer = tiny
+    data = kalm_arrays(DISCRETE)
+    episodes = episodes_of(data)
+    rng = np.random.default_rng(0)
+    consequence = [task_record("consequence", e, rng) for e in episodes[:3]]
+    dynamics = [dynamics_record(e, 0) for e in episodes[:3]]
+    assert all(r["outcome"] for r in consequence) and not any(r["outcome"] for r in dynamics)
+    step, outcome = [0.5] * 10, [4.0] * 5 + [8.0] * 5
+    spec = dataclasses.replace(DISCRETE, state_scale=step, outcome_scale=outcome)
+    model = build_grounded(lm, spec).eval()
+    torch.nn.init.zeros_(model.state_head.weight)
+    torch.nn.init.ones_(model.state_head.bias)  # "+1 unit" everywhere
+    records = consequence + dynamics
+    predicted = predict_targets(model, tokenizer, records, batch_size=6)
+    start = np.array([r["states"][0] for r in records])
+    units = np.array([outcome] * 3 + [step] * 3)
+    np.testing.assert_allclose(predicted, start + units, atol=1e-5)
+    rows = [tokenize_record(tokenizer, r) for r in records]
+    with torch.no_grad():
+        loss = model(**collate_grounding(rows, tokenizer.pad_token_id, spec))["state_loss"]
+    truth = np.array([r["states"][1] for r in records])
+    assert loss.item() == pytest.approx(np.mean(((predicted - truth) / units) ** 2), rel=1e-4)
+    # without outcome_scale, outcome records fall back to the one-step unit
+    plain = build_grounded(lm, dataclasses.replace(spec, outcome_scale=None)).eval()
+    plain.state_head.load_state_dict(model.state_head.state_dict())
+    np.testing.assert_allclose(
+        predict_targets(plain, tokenizer, consequence, batch_size=3),
+        start[:3] + np.array(step),
+        atol=1e-5,
+    )
+    # the unit: the spread of (last valid next state - first state) over episodes
+    masks = data["masks"].astype(bool)
+    last = masks.shape[1] - 1 - np.argmax(masks[:, ::-1], axis=1)
+    change = data["next_observations"][np.arange(len(last)), last] - data["observations"][:, 0]
+    np.testing.assert_allclose(
+        change_scale(data, over="episode"),
+        np.maximum(change.std(axis=0), change.std(axis=0).max() * 0.01),
+        rtol=1e-5,
+    )
+    with pytest.raises(ValueError, match="over must be 'step' or 'episode'"):
+        change_scale(data, over="run")

@@ -36,11 +36,13 @@ def test_the_spec_comes_from_the_data_and_else_from_the_world():
     params = GroundLLMParams(state_loss_weight=0.3)
     clevr = grounding_spec(kalm_arrays(DISCRETE), "clevr", params)
     scale = clevr.pop("state_scale")
+    outcome = clevr.pop("outcome_scale")
     assert clevr == {
         "obs_dim": 10, "action_kind": "discrete", "action_dim": 40,
         "state_loss_weight": 0.3, "action_loss_weight": 0.5,
     }  # fmt: skip
     assert len(scale) == 10 and min(scale) > 0  # the spread of each number's change
+    assert len(outcome) == 10 and min(outcome) > 0  # ... over a whole episode
     kalm_metadata = {**kalm_arrays(DISCRETE), "action_type": "discrete", "action_dim": 12}
     assert grounding_spec(kalm_metadata, "clevr", params)["action_dim"] == 12
     metaworld = grounding_spec(kalm_arrays(CONTINUOUS), "metaworld", params)
@@ -80,7 +82,8 @@ def test_kalm_clevr_ingest_then_grounding_slice(tiny_model_dir):
     ref = catalog.load("clevr.grounded_llm")
     assert ref.meta["spec"]["action_dim"] == 40 and ref.meta["world"] == "clevr"
     model, _ = load_grounded(ref.path)
-    assert dataclasses.replace(model.spec, state_scale=None) == DISCRETE
+    assert dataclasses.replace(model.spec, state_scale=None, outcome_scale=None) == DISCRETE
+    assert len(model.spec.state_scale) == 10 and len(model.spec.outcome_scale) == 10
     assert len(model.spec.state_scale) == 10 and np.isfinite(ref.meta["train/train_loss"])
 
 

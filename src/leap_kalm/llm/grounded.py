@@ -53,6 +53,12 @@ class GroundingSpec(ConfigMixin):
             like the token loss. Measured on CLEVR: in raw units the state loss was about
             0.003 against a token loss near 3, and a residual head trained with it still
             predicted worse than "nothing moves" (``docs/results.md``). ``None``: raw units.
+        outcome_scale: The same for the target of an *outcome* record (consequence
+            prediction: the episode's last state from its first), the spread of the change
+            over a whole episode. Measured on Meta-World: in the one-step unit the
+            consequence target was 596 units away on average (CLEVR: 18), so those
+            records drowned the others' losses and the grounded model predicted next
+            states worse than "nothing moves". ``None``: ``state_scale``.
     """
 
     obs_dim: int
@@ -63,6 +69,7 @@ class GroundingSpec(ConfigMixin):
     action_mlp_hidden: int = 256
     residual_states: bool = True
     state_scale: list[float] | None = None
+    outcome_scale: list[float] | None = None
 
     def __post_init__(self) -> None:
         if self.action_kind not in ACTION_KINDS:
@@ -118,6 +125,7 @@ def tokenize_record(tokenizer: Any, record: dict[str, Any]) -> dict[str, Any]:
     }
     predict = [bool(next(flags[k])) if k != TEXT_SLOT else False for k in kinds]
     labels = [-100] * len(ids)
+    outcome = bool(record.get("outcome", False))
     if record.get("completion"):
         tail = tokenizer(record["completion"], add_special_tokens=False)["input_ids"]
         tail += [tokenizer.eos_token_id]
@@ -130,6 +138,7 @@ def tokenize_record(tokenizer: Any, record: dict[str, Any]) -> dict[str, Any]:
         "labels": labels,
         "states": record["states"],
         "actions": record["actions"],
+        "outcome": outcome,
     }
 
 
@@ -171,6 +180,7 @@ def collate_grounding(
         "labels": labels,
         "states": states,
         "actions": actions,
+        "outcome": torch.tensor([bool(r.get("outcome", False)) for r in rows]),
     }
 
 
@@ -213,6 +223,8 @@ def _define() -> Any:
                 else torch.tensor(spec.state_scale)
             )
             self.register_buffer("_state_scale", scale.float(), persistent=False)
+            outcome = scale if spec.outcome_scale is None else torch.tensor(spec.outcome_scale)
+            self.register_buffer("_outcome_scale", outcome.float(), persistent=False)
             self.action_head = nn.Linear(hidden, spec.action_dim)
             dtype = next(lm.parameters()).dtype
             device = next(lm.parameters()).device
@@ -237,16 +249,30 @@ def _define() -> Any:
             self.lm.activation_checkpointing_enable(**kwargs)
             self.lm.enable_input_require_grads()
 
-        def predict_state(self, hidden: Any, base: Any = None) -> Any:
+        def predict_state(self, hidden: Any, base: Any = None, scale: Any = None) -> Any:
             """The state a hidden state predicts for the next slot; ``base`` (same leading
             shape, the latest state shown before that slot) is added with
-            ``residual_states``."""
+            ``residual_states``. ``scale``: the head's unit per prediction (default: the
+            one-step ``state_scale``)."""
             out = self.state_head(hidden)
-            if self.spec.state_scale is not None:
+            if scale is not None:
+                out = out * scale.to(device=out.device, dtype=out.dtype)
+            elif self.spec.state_scale is not None:
                 out = out * self._state_scale.to(device=out.device, dtype=out.dtype)
             if self.spec.residual_states and base is not None:
                 out = out + base.to(device=out.device, dtype=out.dtype)
             return out
+
+        def target_scales(self, at: Any, outcome: Any = None) -> Any:
+            """(n, obs_dim) the unit of each state target selected by the (B, L) mask
+            ``at``: ``outcome_scale`` in outcome rows, ``state_scale`` elsewhere (ones
+            without either)."""
+            rows = at.nonzero(as_tuple=True)[0]
+            step = self._state_scale.to(at.device).expand(len(rows), -1)
+            if outcome is None:
+                return step
+            flagged = outcome.to(at.device).bool()[rows].unsqueeze(-1)
+            return torch.where(flagged, self._outcome_scale.to(at.device), step)
 
         def embed(self, input_ids: Any, slot_kinds: Any, states: Any, actions: Any) -> Any:
             """Token embeddings with every slot replaced by its state or action embedding."""
@@ -279,6 +305,7 @@ def _define() -> Any:
             position_ids: Any = None,
             cache: Any = None,
             use_cache: bool = False,
+            outcome: Any = None,
         ) -> dict[str, Any]:
             """Run the LM on the grounded embeddings.
 
@@ -293,6 +320,8 @@ def _define() -> Any:
                 labels: (B, L) token targets (-100 where no token loss).
                 position_ids: (B, L) positions (left-padded batches; default 0..L-1).
                 cache, use_cache: incremental decoding (imagination): the LM's cache.
+                outcome: (B,) bool, True for outcome records, whose state targets are
+                    predicted and measured in ``outcome_scale`` units.
 
             Returns:
                 ``loss`` (when ``predict`` or ``labels`` is given), its parts
@@ -332,8 +361,8 @@ def _define() -> Any:
                 action_at = targets_at & (slot_kinds == ACTION_SLOT)
                 if state_at.any():
                     base = latest_states(slot_kinds, states)[:, :-1][state_at[:, 1:]]
-                    pred = self.predict_state(source[state_at[:, 1:]], base)
-                    scale = self._state_scale.to(pred.device)  # ones without state_scale
+                    scale = self.target_scales(state_at[:, 1:], outcome)
+                    pred = self.predict_state(source[state_at[:, 1:]], base, scale)
                     state_loss = F.mse_loss(pred.float() / scale, states[state_at].float() / scale)
                 if action_at.any():
                     pred = self.action_head(source[action_at[:, 1:]])
@@ -458,6 +487,9 @@ def predict_targets(
         rows_at = torch.arange(len(rows), device=device)
         before = hidden[rows_at, first - 1]
         base = latest_states(batch["slot_kinds"], batch["states"])[rows_at, first - 1]
+        at = torch.zeros_like(target)
+        at[rows_at, first] = True
+        scale = model.target_scales(at, batch["outcome"])
         with torch.no_grad():
-            out.append(model.predict_state(before, base).float().cpu().numpy())
+            out.append(model.predict_state(before, base, scale).float().cpu().numpy())
     return np.concatenate(out) if out else np.zeros((0, model.spec.obs_dim), dtype=np.float32)

@@ -116,6 +116,7 @@ def _record(
     predict_states: list[bool],
     predict_actions: list[bool],
     completion: str | None = None,
+    outcome: bool = False,
 ) -> dict[str, Any]:
     return {
         "task": task,
@@ -126,6 +127,7 @@ def _record(
         "predict_states": predict_states,
         "predict_actions": predict_actions,
         "completion": completion,
+        "outcome": outcome,
     }
 
 
@@ -154,6 +156,7 @@ def task_record(
             episode.actions[:0],
             [False, True],
             [],
+            outcome=True,  # the target is a whole episode's change: outcome_scale units
         )
     shown = n if max_steps is None else min(n, max_steps)
     states, actions = episode.states[: shown + 1], episode.actions[:shown]

@@ -55,17 +55,27 @@ def grounding_spec(
         "state_loss_weight": params.state_loss_weight,
         "action_loss_weight": params.action_loss_weight,
         "state_scale": change_scale(kalm_offline),
+        "outcome_scale": change_scale(kalm_offline, over="episode"),
     }
 
 
-def change_scale(kalm_offline: dict[str, Any]) -> list[float]:
+def change_scale(kalm_offline: dict[str, Any], over: str = "step") -> list[float]:
     """Per number of a state, the spread (standard deviation) of its change over the valid
-    transitions of the data: the unit the residual state head predicts in (floored at 1%
-    of the largest spread, so numbers that never move do not blow the loss up)."""
+    transitions of the data (``over="step"``: the unit the residual state head predicts
+    next states in) or from each episode's first state to its last (``"episode"``: the
+    unit of consequence prediction); floored at 1% of the largest spread, so numbers that
+    never move do not blow the loss up."""
     obs = np.asarray(kalm_offline["observations"], dtype=np.float64)
     nxt = np.asarray(kalm_offline["next_observations"], dtype=np.float64)
     masks = np.asarray(kalm_offline["masks"]).reshape(obs.shape[:2]).astype(bool)
-    change = (nxt - obs)[masks]
+    if over == "step":
+        change = (nxt - obs)[masks]
+    elif over == "episode":
+        valid = masks.any(axis=1)
+        last = masks.shape[1] - 1 - np.argmax(masks[:, ::-1], axis=1)  # last valid step
+        change = (nxt[np.arange(len(obs)), last] - obs[:, 0])[valid]
+    else:
+        raise ValueError(f"change_scale over must be 'step' or 'episode', got {over!r}")
     spread = change.std(axis=0) if len(change) else np.ones(obs.shape[-1])
     floor = max(float(spread.max()) * 0.01, 1e-6)
     return [float(max(s, floor)) for s in spread]

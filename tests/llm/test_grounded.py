@@ -97,7 +97,9 @@ def test_episodes_and_the_four_tasks_from_kalm_arrays(spec):
     rng = np.random.default_rng(0)
     rollout = task_record("rollout", episodes[0], rng)
     assert rollout["text"].count("<state>") == 6 and rollout["text"].count("<action>") == 5
-    assert all(rollout["predict_states"]) and all(rollout["predict_actions"])
+    # every state and action a target but the first state, which imagination is given
+    assert rollout["predict_states"][0] is False and all(rollout["predict_states"][1:])
+    assert all(rollout["predict_actions"])
     assert rollout["text"].split("\n")[0].removeprefix("Task: ") in list(data["instructions"][0])
     dynamics = task_record("dynamics", episodes[2], rng)
     assert dynamics["predict_states"] == [False, True] and dynamics["predict_actions"] == [False]

@@ -255,10 +255,8 @@ def _define() -> Any:
             ``residual_states``. ``scale``: the head's unit per prediction (default: the
             one-step ``state_scale``)."""
             out = self.state_head(hidden)
-            if scale is not None:
-                out = out * scale.to(device=out.device, dtype=out.dtype)
-            elif self.spec.state_scale is not None:
-                out = out * self._state_scale.to(device=out.device, dtype=out.dtype)
+            unit = self._state_scale if scale is None else scale  # ones without state_scale
+            out = out * unit.to(device=out.device, dtype=out.dtype)
             if self.spec.residual_states and base is not None:
                 out = out + base.to(device=out.device, dtype=out.dtype)
             return out

@@ -196,9 +196,9 @@ def contrast_pairs_from_kept_steps(
         if correction is None and not trajectory.get("success"):
             continue  # failed and not corrected: nothing says its steps were right
         n_steps = len(trajectory["steps"])
-        if correction is not None:
-            flags = [step["is_corrected"] for _, step in _checked_pairs(trajectory, correction)]
-            n_steps = flags.index(True) if True in flags else n_steps
+        if correction is not None:  # the steps before its first correction
+            pairs = _checked_pairs(trajectory, correction)
+            n_steps = next((t for t, step in pairs if step["is_corrected"]), n_steps)
         approved += [(trajectory, t) for t in range(n_steps)]
     rng = random.Random(seed)
     rng.shuffle(approved)

@@ -58,3 +58,14 @@ def test_bad_inputs(tmp_path):
     (tmp_path / "p.d3").write_bytes(b"garbage")
     with pytest.raises(DatasetError, match=r"p\.d3: not a readable d3rlpy learnable"):
         ds.load()
+
+
+def test_a_policy_not_trained_round_trips_with_its_reason(tmp_path):
+    from leap_kalm.training.offline_rl import NotTrained
+
+    ds = D3Dataset(filepath=str(tmp_path / "policy_kalm.d3"), device="cpu:0")
+    ds.save(NotTrained("metaworld: no imagined data"))
+    assert ds.load() == NotTrained("metaworld: no imagined data")
+    algo, observations = _built_algo()
+    ds.save(algo)  # a trained policy saved over it loads as d3rlpy again
+    np.testing.assert_array_equal(ds.load().predict(observations), algo.predict(observations))

@@ -75,7 +75,12 @@ def test_policies_are_evaluated_only_on_the_observation_layout_they_learnt():
     """A Meta-World policy on our 39 numbers plays the env; one trained on KALM's 91-number
     layout is reported as not evaluated (NaN, n = 0), not crashed into the env."""
     from leap_kalm.pipelines.evaluate.kalm_nodes import evaluate_kalm_policies
-    from leap_kalm.training.offline_rl import OfflineRLParams, to_mdp_dataset, train_offline_rl
+    from leap_kalm.training.offline_rl import (
+        NotTrained,
+        OfflineRLParams,
+        to_mdp_dataset,
+        train_offline_rl,
+    )  # fmt: skip
     from tests.datasets.test_kalm_dataset import metaworld_layout
 
     def fit(data):
@@ -94,8 +99,10 @@ def test_policies_are_evaluated_only_on_the_observation_layout_they_learnt():
         params, "metaworld",
         real=fit(canonical_kalm_dataset(ours, "ours")),
         kalm=fit(canonical_kalm_dataset(metaworld_layout(), "kalm")),
+        none=NotTrained("metaworld: no imagined data"),
     )  # fmt: skip
-    assert table["n"].tolist() == [1, 0] and np.isnan(table["success_rate"].iloc[1])
+    assert table["policy"].tolist() == ["real", "kalm", "none"]
+    assert table["n"].tolist() == [1, 0, 0] and table["success_rate"].iloc[1:].isna().all()
     assert episodes.rows() == [
         ("metaworld", "real", "easy", 0, 20_000, bool(table["success_rate"].iloc[0]))
     ]
@@ -156,3 +163,52 @@ def test_kalm_metaworld_cli_run_imagines_with_the_tasks(tmp_path):
 
     summary = pd.read_csv(versions[0])
     assert summary[["policy", "level"]].values.tolist() == [["real", "easy"], ["kalm", "easy"]]
+
+
+def test_kalms_own_files_work_as_the_issue_writes_the_commands(tmp_path):
+    """`kedro run --pipeline=kalm --namespaces=clevr --params "kalm_real_data=PATH,
+    kalm_prompts=PATH"` and `kedro run --pipeline=offline_rl --namespaces=metaworld --params
+    "kalm_real_data=PATH"`, on files in KALM's own layouts: the first imagines its prompt
+    file's goals; the second trains the real-only policy and, with no imagined data, says
+    the real + imagined one is not trained instead of failing the run."""
+    import json
+
+    from leap_kalm.datasets import D3Dataset, NpyDataset
+    from leap_kalm.training.offline_rl import NotTrained
+    from tests.datasets.test_kalm_dataset import clevr_layout, metaworld_layout
+    from tests.helpers import copy_project, run_kedro
+    from tests.pipelines.test_imagine import kalm_prompt_file
+
+    files = tmp_path / "kalm"
+    prompts, tasks = kalm_prompt_file()
+    for name, data in {
+        "clevr_robot.npy": clevr_layout(n=12), "meta_world.npy": metaworld_layout(n=12),
+        "clevr_rephrase_prompt.npy": prompts,
+    }.items():  # fmt: skip
+        NpyDataset(filepath=str(files / name), allow_pickle=True).save(data)
+    project = copy_project(tmp_path / "project")
+    root = project / "data" / "test"
+    clevr = run_kedro(
+        "run", "--env", "test", "--pipeline=kalm", "--namespaces=clevr", "--params",
+        f"kalm_real_data={files / 'clevr_robot.npy'},kalm_prompts={files / 'clevr_rephrase_prompt.npy'}",
+        cwd=project, timeout=900, OMP_NUM_THREADS="1",
+    )  # fmt: skip
+    assert clevr.returncode == 0, clevr.stdout[-3000:] + clevr.stderr[-3000:]
+    imagined = np.load(root / "07_model_output/clevr/imagined_rephrase.npy", allow_pickle=True)
+    assert imagined.item()["instructions"][:, 0].tolist() == [w[0] for w in tasks["instructions"]]
+    offline = json.loads((root / "08_reporting/clevr/kalm_offline_summary.json").read_text())
+    assert offline["n_episodes"] == 12, "the user's file, not the generated data"
+    metaworld = run_kedro(
+        "run", "--env", "test", "--pipeline=offline_rl", "--namespaces=metaworld", "--params",
+        f"kalm_real_data={files / 'meta_world.npy'}",
+        cwd=project, timeout=900, OMP_NUM_THREADS="1",
+    )  # fmt: skip
+    assert metaworld.returncode == 0, metaworld.stdout[-3000:] + metaworld.stderr[-3000:]
+    models = root / "06_models" / "metaworld"
+    (real,) = (models / "policy_real.d3").glob("*/policy_real.d3")
+    (kalm,) = (models / "policy_kalm.d3").glob("*/policy_kalm.d3")
+    policy = D3Dataset(filepath=str(real), device="cpu:0").load()
+    assert type(policy).__name__ == "CQL" and list(policy.impl.observation_shape) == [91 + 384]
+    not_trained = D3Dataset(filepath=str(kalm), device="cpu:0").load()
+    assert isinstance(not_trained, NotTrained)
+    assert "no imagined data, so the real + imagined policy is not trained" in not_trained.reason

@@ -56,7 +56,9 @@ def test_kalm_generated_rollouts_become_labelled_offline_data(tmp_path):
     assert KalmRolloutsDataset(filepath=unnamed, level="hard").load()["level"] == "hard"
 
 
-def test_the_kalm_policy_trains_on_kalm_files_and_needs_some_imagined_data(tmp_path):
+def test_the_kalm_policy_trains_on_kalm_files_and_without_imagined_data_is_not_trained(tmp_path):
+    from leap_kalm.training.offline_rl import NotTrained
+
     real = generate_clevr_dataset(4, 1, horizon=5, progress=False)
     path, _ = kalm_generated_file(tmp_path)
     rollouts = KalmRolloutsDataset(filepath=path).load()
@@ -64,10 +66,12 @@ def test_the_kalm_policy_trains_on_kalm_files_and_needs_some_imagined_data(tmp_p
         real, RL, "clevr", kalm_imagined=rollouts, rephrase=None, easy=None, hard=None
     )
     assert policy.impl is not None
-    with pytest.raises(
-        ValueError, match=r"clevr: no imagined data; run `kedro run --pipeline=imagine"
-    ):
-        train_policy(real, RL, "clevr", kalm_imagined=None, rephrase=None, easy=None, hard=None)
+    missing = train_policy(
+        real, RL, "clevr", kalm_imagined=None, rephrase=None, easy=None, hard=None
+    )
+    assert isinstance(missing, NotTrained)
+    assert missing.reason.startswith("clevr: no imagined data, so the real + imagined policy")
+    assert "kalm_imagined_data=PATH" in missing.reason
 
 
 def test_only_goal_consistent_imagined_rollouts_can_be_kept():

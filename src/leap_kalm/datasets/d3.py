@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from typing import Any
@@ -10,9 +11,12 @@ from kedro.io.core import DatasetError, Version
 
 from leap_kalm.datasets._base import FileDataset
 
+_NOT_TRAINED = b'{"not_trained"'
+
 
 class D3Dataset(FileDataset[Any, Any]):
-    """A d3rlpy learnable ⇄ ``.d3``.
+    """A d3rlpy learnable ⇄ ``.d3``; a policy that was not trained
+    (``training.offline_rl.NotTrained``) ⇄ a small JSON file at the same path, its reason.
 
     Args:
         filepath: Path of the ``.d3`` file.
@@ -57,6 +61,13 @@ class D3Dataset(FileDataset[Any, Any]):
         with tempfile.TemporaryDirectory() as tmp:
             local = os.path.join(tmp, "model.d3")
             self._fs.get(path, local)
+            with open(local, "rb") as file:
+                head = file.read(len(_NOT_TRAINED))
+            if head == _NOT_TRAINED:
+                from leap_kalm.training.offline_rl import NotTrained
+
+                with open(local, encoding="utf-8") as file:
+                    return NotTrained(json.load(file)["not_trained"])
             try:
                 return d3rlpy.load_learnable(local, device=self._resolve_device())
             except Exception as exc:  # zip/pickle/torch errors on a damaged file
@@ -65,6 +76,14 @@ class D3Dataset(FileDataset[Any, Any]):
                 ) from exc
 
     def save(self, data: Any) -> None:
+        from leap_kalm.training.offline_rl import NotTrained
+
+        if isinstance(data, NotTrained):
+            path = self._save_path()
+            with self._fs.open(path, "w", encoding="utf-8") as file:
+                json.dump({"not_trained": data.reason}, file)
+            self._invalidate_cache()
+            return
         if not hasattr(data, "save") or not hasattr(data, "impl"):
             raise DatasetError(f"D3Dataset saves a d3rlpy algorithm, got {type(data).__name__}")
         if data.impl is None:

@@ -28,6 +28,14 @@ from leap_kalm.tracking import d3rlpy_logger
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class NotTrained:
+    """The place of a policy that could not be trained, with why (``D3Dataset`` saves it
+    as a small JSON file, and ``evaluate`` reports the policy as not evaluated)."""
+
+    reason: str
+
+
 IMAGINED_EPISODES = ("all", "goal_consistent")
 
 

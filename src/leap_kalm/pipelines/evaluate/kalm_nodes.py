@@ -8,6 +8,7 @@ from typing import Any
 
 from leap_kalm.envs.registry import get_world
 from leap_kalm.schemas import ConfigMixin
+from leap_kalm.training.offline_rl import NotTrained
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,8 @@ def evaluate_kalm_policies(
     Args:
         kalm_params: ``KalmEvaluationParams`` as a mapping.
         world: The KALM world.
-        **policies: Fitted d3rlpy algorithms by name (``real``, ``kalm``).
+        **policies: Fitted d3rlpy algorithms by name (``real``, ``kalm``); a ``NotTrained``
+            one, or one trained on another observation layout, is reported with n = 0.
 
     Returns:
         The summary (pandas, columns ``KALM_SUMMARY_COLUMNS``) and the episodes (polars,
@@ -63,6 +65,9 @@ def evaluate_kalm_policies(
     episodes: list[dict[str, Any]] = []
     expected = module.make_env(levels[0]).reset(seed=config.seed)[0].shape[-1] + encoder.dim
     for name, algo in policies.items():
+        if isinstance(algo, NotTrained):
+            logger.warning("%s %s policy is not evaluated: %s", world, name, algo.reason)
+            continue
         observation_size = _observation_size(algo)
         if observation_size != expected:
             logger.warning(

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from leap_kalm.envs.registry import get_world
-from leap_kalm.training.offline_rl import OfflineRLParams, select_episodes
+from leap_kalm.training.offline_rl import NotTrained, OfflineRLParams, select_episodes
 
 logger = logging.getLogger(__name__)
 
@@ -29,11 +29,13 @@ def train_policy(
     levels given as keyword arguments. With neither argument: real data only.
 
     Raises:
-        ValueError: When imagined data is expected and none exists.
+        ValueError: When ``imagined_episodes: goal_consistent`` leaves no imagined rollout.
 
     Returns:
         The fitted d3rlpy algorithm (saved as ``.d3`` by the catalog); d3rlpy's per-epoch
-        metrics are appended to ``history`` when it is given.
+        metrics are appended to ``history`` when it is given. When imagined data is expected
+        (the imagined levels are inputs) and none exists, a ``NotTrained`` saying so: the
+        real-only policy beside it still trains.
     """
     from leap_kalm.llm.encoder import InstructionEncoder
     from leap_kalm.training.offline_rl import to_mdp_dataset, train_offline_rl
@@ -48,10 +50,13 @@ def train_policy(
 
         imagined = {"kalm_imagined_data": labelled_kalm_rollouts(kalm_imagined, world)}
     elif imagined and all(data is None for data in imagined.values()):
-        raise ValueError(
-            f"{world}: no imagined data; run `kedro run --pipeline=imagine --namespaces={world}` "
-            "first or pass --params kalm_imagined_data=PATH"
+        reason = (
+            f"{world}: no imagined data, so the real + imagined policy is not trained; run "
+            f"`kedro run --pipeline=imagine --namespaces={world}` first or pass "
+            "--params kalm_imagined_data=PATH"
         )
+        logger.warning(reason)
+        return NotTrained(reason)
     imagined = {k: v for k, v in imagined.items() if v is not None}
     if config.imagined_episodes == "goal_consistent" and imagined:  # policy_real has none
         imagined = {k: select_episodes(v, v["goal_consistent"]) for k, v in imagined.items()}

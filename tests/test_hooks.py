@@ -45,3 +45,55 @@ def test_track_yields_everything_with_or_without_bars(monkeypatch):
     assert list(track(range(5), "counting")) == [0, 1, 2, 3, 4]
     monkeypatch.setenv("LEAP_KALM_PROGRESS", "0")
     assert list(track(iter("abc"), "letters")) == ["a", "b", "c"]
+
+
+class _Node:
+    def __init__(self, name):
+        self.name = name
+
+
+class _Context:
+    def __init__(self, root):
+        self.config_loader = {"globals": {"data_root": str(root)}}
+
+
+def test_resource_hook_measures_each_node_from_its_own_start(tmp_path):
+    """A node that holds 300 MB shows it; the node after it, holding nothing, does not (the
+    peak is reset at each node's start); a child process's peak is recorded; a failed node
+    is recorded as failed; the rows are appended as each node ends."""
+    import json
+    import subprocess
+    import sys
+
+    from leap_kalm.hooks import ResourceHook
+    from leap_kalm.settings import HOOKS
+
+    assert any(isinstance(hook, ResourceHook) for hook in HOOKS)
+    hook = ResourceHook()
+    hook.after_context_created(_Context(tmp_path / "data"))
+    hook.before_pipeline_run({"pipeline_names": ["kalm"]}, None, None)
+    path = tmp_path / "data" / "08_reporting" / "node_resources.jsonl"
+
+    hook.before_node_run(_Node("big"))
+    block = np.ones(300 * 2**20 // 8)  # 300 MiB, written so it is resident
+    hook.after_node_run(_Node("big"))
+    del block
+    assert [json.loads(line)["node"] for line in path.read_text().splitlines()] == ["big"]
+
+    hook.before_node_run(_Node("small"))
+    hook.after_node_run(_Node("small"))
+
+    hook.before_node_run(_Node("child"))
+    subprocess.run(
+        [sys.executable, "-c", "b = bytearray(400 * 2**20); b[::4096] = b'x' * len(b[::4096])"],
+        check=True,
+    )
+    hook.on_node_error(RuntimeError("boom"), _Node("child"))
+
+    rows = {row["node"]: row for row in map(json.loads, path.read_text().splitlines())}
+    assert list(rows) == ["big", "small", "child"]
+    assert rows["big"]["peak_since"] == "node" and rows["big"]["pipeline"] == "kalm"
+    assert rows["big"]["peak_rss_mb"] - rows["small"]["peak_rss_mb"] > 250
+    assert rows["child"]["status"] == "failed" and rows["child"]["child_peak_rss_mb"] >= 400
+    assert rows["big"]["child_peak_rss_mb"] is None
+    assert all(row["wall_s"] >= 0 for row in rows.values())

@@ -1,11 +1,17 @@
-"""Project hooks: seeding, credentials, and TensorBoard tracking of a run."""
+"""Project hooks: seeding, credentials, TensorBoard tracking of a run, and each node's wall
+time and peak memory."""
 
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import os
 import random
+import resource
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 from kedro.framework.hooks import hook_impl
@@ -150,3 +156,109 @@ class TrackingHook:
     @hook_impl
     def on_pipeline_error(self) -> None:
         self._close()
+
+
+def _reset_peak_rss() -> bool:
+    """Reset this process's peak RSS (Linux: ``5`` into ``/proc/self/clear_refs``); False
+    where that cannot be done (the peak then counts from the process's start)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as file:
+            file.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak RSS in MiB: ``VmHWM`` where ``/proc`` has it, else ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status") as file:
+            for line in file:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, else KiB
+
+
+def _children_peak_rss_mb() -> float:
+    """The largest RSS any finished child process reached (``RUSAGE_CHILDREN``), in MiB."""
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024
+
+
+class ResourceHook:
+    """Each node's wall time and peak memory, logged and appended as one JSON line per node
+    to ``<data_root>/08_reporting/node_resources.jsonl`` as soon as the node ends (so an
+    interrupted run keeps what it measured).
+
+    A row holds ``run`` (when the run started), ``pipeline``, ``node``, ``status`` (done or
+    failed), ``wall_s``, ``peak_rss_mb`` (the kedro process's peak during the node, reset
+    at the node's start; on systems without ``/proc`` the peak since the process started,
+    marked by ``peak_since: process``) and ``child_peak_rss_mb`` (the largest child process
+    that finished during the node, such as the fresh-process evaluation, when it set a new
+    high for the run; else null). With a runner that runs nodes side by side the peaks
+    are the process's, shared by the nodes running together.
+    """
+
+    def __init__(self) -> None:
+        self._path: Path | None = None
+        self._run = ""
+        self._pipeline = ""
+        self._started: dict[str, tuple[float, float, bool]] = {}
+
+    @hook_impl
+    def after_context_created(self, context: Any) -> None:
+        try:
+            root = context.config_loader["globals"].get("data_root")
+        except Exception:  # no globals: the default data folder
+            root = None
+        self._path = Path(root or "data") / "08_reporting" / "node_resources.jsonl"
+
+    @hook_impl
+    def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
+        self._run = datetime.datetime.now().isoformat(timespec="seconds")
+        name = run_params.get("pipeline_names") or run_params.get("pipeline_name") or "__default__"
+        self._pipeline = "+".join(name) if isinstance(name, (list, tuple)) else str(name)
+
+    @hook_impl
+    def before_node_run(self, node: Any) -> None:
+        reset = _reset_peak_rss()
+        self._started[node.name] = (time.perf_counter(), _children_peak_rss_mb(), reset)
+
+    @hook_impl
+    def after_node_run(self, node: Any) -> None:
+        self._record(node, "done")
+
+    @hook_impl
+    def on_node_error(self, error: Exception, node: Any) -> None:
+        self._record(node, "failed")
+
+    def _record(self, node: Any, status: str) -> None:
+        if node.name not in self._started:
+            return
+        start, children_before, reset = self._started.pop(node.name)
+        children = _children_peak_rss_mb()
+        row = {
+            "run": self._run,
+            "pipeline": self._pipeline,
+            "node": node.name,
+            "status": status,
+            "wall_s": round(time.perf_counter() - start, 2),
+            "peak_rss_mb": round(_peak_rss_mb(), 1),
+            "peak_since": "node" if reset else "process",
+            "child_peak_rss_mb": round(children, 1) if children > children_before else None,
+        }
+        logger.info(
+            "%s: %.1f s, peak RSS %.2f GB%s", node.name, row["wall_s"], row["peak_rss_mb"] / 1024,
+            f" (a child process: {children / 1024:.2f} GB)" if row["child_peak_rss_mb"] else "",
+        )  # fmt: skip
+        if self._path is None:
+            return
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            with self._path.open("a", encoding="utf-8") as file:
+                file.write(json.dumps(row) + "\n")
+        except OSError as error:  # a full disk must not fail the node that just succeeded
+            logger.warning("node resources not written to %s: %s", self._path, error)

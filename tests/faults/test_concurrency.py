@@ -27,6 +27,8 @@ def _outputs(project: Path) -> dict[str, object]:
     root = project / "data" / "test"
     out: dict[str, object] = {}
     for path in sorted(root.rglob("*.jsonl")):
+        if path.name == "node_resources.jsonl":  # wall times and memory, different every run
+            continue
         text = path.read_text().replace(str(project), "<project>")  # games' absolute paths
         rows = [json.loads(line) for line in text.splitlines()]
         out[str(path.relative_to(root))] = rows

@@ -121,6 +121,12 @@ def test_kalm_cli_run_and_its_notebook(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     reporting = project / "data" / "test" / "08_reporting" / "clevr"
     assert (reporting / "imagination_summary.json").is_file()
+    import pandas as pd
+
+    resources = pd.read_json(reporting.parent / "node_resources.jsonl", lines=True)
+    assert len(resources) == 14 and (resources["status"] == "done").all()
+    assert "clevr.train_grounded_llm_node" in set(resources["node"])
+    assert (resources["peak_rss_mb"] > 0).all() and (resources["pipeline"] == "kalm").all()
     assert (reporting / "kalm_eval_summary.csv").is_dir()  # versioned
     for curve in ("grounding_learning_curve.png", "offline_rl_learning_curves.png"):
         versions = list((reporting / curve).glob("*/" + curve))

@@ -194,22 +194,21 @@ def test_kalms_own_files_work_as_the_issue_writes_the_commands(tmp_path):
         NpyDataset(filepath=str(files / name), allow_pickle=True).save(data)
     project = copy_project(tmp_path / "project")
     root = project / "data" / "test"
-    clevr = run_kedro(
-        "run", "--env", "test", "--pipeline=kalm", "--namespaces=clevr", "--params",
-        f"kalm_real_data={files / 'clevr_robot.npy'},kalm_prompts={files / 'clevr_rephrase_prompt.npy'}",
-        cwd=project, timeout=900, OMP_NUM_THREADS="1",
-    )  # fmt: skip
-    assert clevr.returncode == 0, clevr.stdout[-3000:] + clevr.stderr[-3000:]
+
+    def run(pipeline: str, world: str, params: str) -> None:
+        result = run_kedro(
+            "run", "--env", "test", f"--pipeline={pipeline}", f"--namespaces={world}",
+            "--params", params, cwd=project, timeout=900, OMP_NUM_THREADS="1",
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+    prompt_file = files / "clevr_rephrase_prompt.npy"
+    run("kalm", "clevr", f"kalm_real_data={files / 'clevr_robot.npy'},kalm_prompts={prompt_file}")
     imagined = np.load(root / "07_model_output/clevr/imagined_rephrase.npy", allow_pickle=True)
     assert imagined.item()["instructions"][:, 0].tolist() == [w[0] for w in tasks["instructions"]]
     offline = json.loads((root / "08_reporting/clevr/kalm_offline_summary.json").read_text())
     assert offline["n_episodes"] == 12, "the user's file, not the generated data"
-    metaworld = run_kedro(
-        "run", "--env", "test", "--pipeline=offline_rl", "--namespaces=metaworld", "--params",
-        f"kalm_real_data={files / 'meta_world.npy'}",
-        cwd=project, timeout=900, OMP_NUM_THREADS="1",
-    )  # fmt: skip
-    assert metaworld.returncode == 0, metaworld.stdout[-3000:] + metaworld.stderr[-3000:]
+    run("offline_rl", "metaworld", f"kalm_real_data={files / 'meta_world.npy'}")
     models = root / "06_models" / "metaworld"
     (real,) = (models / "policy_real.d3").glob("*/policy_real.d3")
     (kalm,) = (models / "policy_kalm.d3").glob("*/policy_kalm.d3")

@@ -130,3 +130,29 @@ def test_a_users_file_is_read_never_written(tmp_path):
     )
     dataset.save(clevr_layout(seed=4))
     assert (tmp_path / "user.npy").read_bytes() == before and (tmp_path / "own.npy").exists()
+
+
+@pytest.mark.parametrize(
+    "algo, layout",
+    [("DiscreteBC", clevr_layout), ("DiscreteCQL", clevr_layout)]
+    + [(name, metaworld_layout) for name in ("BC", "CQL", "IQL", "TD3PlusBC", "AWAC")],
+)
+def test_every_algorithm_kalm_names_trains_mixed_and_round_trips(tmp_path, algo, layout):
+    """KALM's learners (CLEVR: DiscreteBC, DiscreteCQL; Meta-World: BC, CQL, IQL,
+    TD3PlusBC, AWAC) train on real + imagined batches of KALM's own layout and load back
+    from `.d3` predicting the same actions."""
+    from leap_kalm.datasets import D3Dataset
+
+    data = KalmDataset(filepath=_write(tmp_path, "kalm.npy", layout())).load()
+    discrete = data["actions"].ndim == 2
+    encode = lambda t: np.ones((len(t), 3), np.float32)  # noqa: E731
+    dataset = to_mdp_dataset(data, encode, 40 if discrete else None)
+    imagined = to_mdp_dataset(data, encode, 40 if discrete else None)
+    params = OfflineRLParams(algo=algo, config={"batch_size": 4}, n_steps=2, n_steps_per_epoch=2)
+    policy = train_offline_rl(dataset, imagined, params, discrete=discrete)
+    assert type(policy).__name__ == algo
+    store = D3Dataset(filepath=str(tmp_path / "policy.d3"), device="cpu:0")
+    store.save(policy)
+    observations = np.random.default_rng(0).normal(size=(5, data["observations"].shape[-1] + 3))
+    observations = observations.astype(np.float32)
+    np.testing.assert_allclose(store.load().predict(observations), policy.predict(observations))

@@ -83,12 +83,22 @@ def test_resource_hook_measures_each_node_from_its_own_start(tmp_path):
     hook.before_node_run(_Node("small"))
     hook.after_node_run(_Node("small"))
 
-    hook.before_node_run(_Node("child"))
-    subprocess.run(
-        [sys.executable, "-c", "b = bytearray(400 * 2**20); b[::4096] = b'x' * len(b[::4096])"],
-        check=True,
-    )
-    hook.on_node_error(RuntimeError("boom"), _Node("child"))
+    # A child's peak counts only when it beats every earlier child of this process (which
+    # in a test session include kedro runs), so the child node runs in a fresh interpreter.
+    script = f"""
+import subprocess, sys
+from leap_kalm.hooks import ResourceHook
+from tests.test_hooks import _Context, _Node
+hook = ResourceHook()
+hook.after_context_created(_Context({str(tmp_path / "data")!r}))
+hook.before_pipeline_run({{"pipeline_names": ["kalm"]}}, None, None)
+hook.before_node_run(_Node("child"))
+subprocess.run([sys.executable, "-c", "b = bytearray(400 * 2**20); b[::4096] = b'x' * len(b[::4096])"], check=True)
+hook.on_node_error(RuntimeError("boom"), _Node("child"))
+"""
+    from tests.helpers import PROJECT
+
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=PROJECT)
 
     rows = {row["node"]: row for row in map(json.loads, path.read_text().splitlines())}
     assert list(rows) == ["big", "small", "child"]

@@ -107,3 +107,41 @@ hook.on_node_error(RuntimeError("boom"), _Node("child"))
     assert rows["child"]["status"] == "failed" and rows["child"]["child_peak_rss_mb"] >= 400
     assert rows["big"]["child_peak_rss_mb"] is None
     assert all(row["wall_s"] >= 0 for row in rows.values())
+
+
+def test_resource_hook_works_without_resource_module_or_proc(tmp_path, monkeypatch):
+    """On Windows there is neither ``resource`` nor ``/proc``: the hook still records each
+    node's wall time, with the peak marked as unknown-since-start and no child peak."""
+    import builtins
+    import json
+    import sys
+
+    from leap_kalm import hooks
+
+    real_import, real_open = builtins.__import__, builtins.open
+
+    def no_resource(name, *args, **kwargs):
+        if name == "resource":
+            raise ImportError("No module named 'resource'")
+        return real_import(name, *args, **kwargs)
+
+    def no_proc(path, *args, **kwargs):
+        if str(path).startswith("/proc/"):
+            raise FileNotFoundError(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "resource", raising=False)
+    monkeypatch.setattr(builtins, "__import__", no_resource)
+    monkeypatch.setattr(builtins, "open", no_proc)
+    assert hooks._maxrss_mb() == 0.0 and hooks._maxrss_mb(children=True) == 0.0
+
+    hook = hooks.ResourceHook()
+    hook.after_context_created(_Context(tmp_path / "data"))
+    hook.before_pipeline_run({"pipeline_name": "leap_iter"}, None, None)
+    hook.before_node_run(_Node("n"))
+    hook.after_node_run(_Node("n"))
+    monkeypatch.undo()
+    (row,) = map(json.loads, (tmp_path / "data" / "08_reporting" / "node_resources.jsonl").read_text().splitlines())
+    assert row["node"] == "n" and row["status"] == "done" and row["pipeline"] == "leap_iter"
+    assert row["peak_since"] == "process" and row["peak_rss_mb"] == 0.0
+    assert row["child_peak_rss_mb"] is None and row["wall_s"] >= 0

@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import random
-import resource
 import sys
 import time
 from pathlib import Path
@@ -169,6 +168,17 @@ def _reset_peak_rss() -> bool:
         return False
 
 
+def _maxrss_mb(children: bool = False) -> float:
+    """``ru_maxrss`` of this process (or, with ``children``, of its largest finished child)
+    in MiB; 0.0 where the ``resource`` module does not exist (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return 0.0
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, else KiB
+
+
 def _peak_rss_mb() -> float:
     """This process's peak RSS in MiB: ``VmHWM`` where ``/proc`` has it, else ``ru_maxrss``."""
     try:
@@ -178,14 +188,7 @@ def _peak_rss_mb() -> float:
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, else KiB
-
-
-def _children_peak_rss_mb() -> float:
-    """The largest RSS any finished child process reached (``RUSAGE_CHILDREN``), in MiB."""
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return peak / 2**20 if sys.platform == "darwin" else peak / 1024
+    return _maxrss_mb()
 
 
 class ResourceHook:
@@ -196,7 +199,8 @@ class ResourceHook:
     A row holds ``run`` (when the run started), ``pipeline``, ``node``, ``status`` (done or
     failed), ``wall_s``, ``peak_rss_mb`` (the kedro process's peak during the node, reset
     at the node's start; on systems without ``/proc`` the peak since the process started,
-    marked by ``peak_since: process``) and ``child_peak_rss_mb`` (the largest child process
+    marked by ``peak_since: process``, and 0 where there is no ``resource`` module either,
+    as on Windows) and ``child_peak_rss_mb`` (the largest child process
     that finished during the node, such as the fresh-process evaluation, when it set a new
     high for the run; else null). With a runner that runs nodes side by side the peaks
     are the process's, shared by the nodes running together.
@@ -225,7 +229,7 @@ class ResourceHook:
     @hook_impl
     def before_node_run(self, node: Any) -> None:
         reset = _reset_peak_rss()
-        self._started[node.name] = (time.perf_counter(), _children_peak_rss_mb(), reset)
+        self._started[node.name] = (time.perf_counter(), _maxrss_mb(children=True), reset)
 
     @hook_impl
     def after_node_run(self, node: Any) -> None:
@@ -239,7 +243,7 @@ class ResourceHook:
         if node.name not in self._started:
             return
         start, children_before, reset = self._started.pop(node.name)
-        children = _children_peak_rss_mb()
+        children = _maxrss_mb(children=True)
         row = {
             "run": self._run,
             "pipeline": self._pipeline,

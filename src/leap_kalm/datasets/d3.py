@@ -62,11 +62,10 @@ class D3Dataset(FileDataset[Any, Any]):
             local = os.path.join(tmp, "model.d3")
             self._fs.get(path, local)
             with open(local, "rb") as file:
-                head = file.read(len(_NOT_TRAINED))
-            if head == _NOT_TRAINED:
-                from leap_kalm.training.offline_rl import NotTrained
+                if file.read(len(_NOT_TRAINED)) == _NOT_TRAINED:
+                    from leap_kalm.training.offline_rl import NotTrained
 
-                with open(local, encoding="utf-8") as file:
+                    file.seek(0)
                     return NotTrained(json.load(file)["not_trained"])
             try:
                 return d3rlpy.load_learnable(local, device=self._resolve_device())

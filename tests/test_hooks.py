@@ -141,7 +141,10 @@ def test_resource_hook_works_without_resource_module_or_proc(tmp_path, monkeypat
     hook.before_node_run(_Node("n"))
     hook.after_node_run(_Node("n"))
     monkeypatch.undo()
-    (row,) = map(json.loads, (tmp_path / "data" / "08_reporting" / "node_resources.jsonl").read_text().splitlines())
+    (row,) = map(
+        json.loads,
+        (tmp_path / "data" / "08_reporting" / "node_resources.jsonl").read_text().splitlines(),
+    )
     assert row["node"] == "n" and row["status"] == "done" and row["pipeline"] == "leap_iter"
     assert row["peak_since"] == "process" and row["peak_rss_mb"] == 0.0
     assert row["child_peak_rss_mb"] is None and row["wall_s"] >= 0

@@ -175,7 +175,9 @@ def _maxrss_mb(children: bool = False) -> float:
         import resource
     except ImportError:
         return 0.0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF).ru_maxrss
+    peak = resource.getrusage(
+        resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF
+    ).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, else KiB
 
 

@@ -163,6 +163,7 @@ def test_iteration_0_train_select_evaluate_report(
         "alfworld.evaluate_student_node",
         "alfworld.summarize_evaluation_node",
         "alfworld.report_leap_progress_node",
+        "alfworld.compare_iterations_node",
         "alfworld.plot_sft_curve_node",
         "alfworld.plot_dpo_curve_node",
     }
@@ -189,6 +190,7 @@ def test_iteration_0_train_select_evaluate_report(
             "alfworld.dpo_pairs": [],
             "alfworld.previous_student": None,
             "alfworld.leap_eval_history": [old_row],  # an earlier run of iteration 0: replaced
+            "alfworld.leap_game_outcomes": [],
             "params:alfworld.leap": LEAP,
             "params:alfworld.train_sft": TRAIN,
             "params:alfworld.train_dpo": TRAIN,
@@ -223,6 +225,12 @@ def test_iteration_0_train_select_evaluate_report(
         "alfworld valid_unseen",
     ]
     plt.close(figure)
+    outcomes = catalog.load("alfworld.leap_game_outcomes_updated")
+    assert sorted((o["split"], o["game_id"]) for o in outcomes) == sorted(
+        (t["split"], t["game_id"]) for t in eval_rollouts
+    )
+    assert all(o["iteration"] == 0 and isinstance(o["success"], bool) for o in outcomes)
+    assert catalog.load("alfworld.leap_paired_comparison").empty  # iteration 0 has no baseline
 
 
 def test_kalm_clevr_ingest_slice(pipelines):

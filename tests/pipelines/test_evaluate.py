@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from leap_kalm.pipelines.evaluate.nodes import (
+    PAIRED_COLUMNS,
     SUMMARY_COLUMNS,
+    compare_iterations,
     evaluate_student,
     report_leap_progress,
     select_student,
@@ -245,6 +247,8 @@ def test_mean_interval():
     assert mean_interval(values) == pytest.approx((0.5 - half, 0.5 + half), abs=1e-4)
     assert mean_interval([0.0, 1.0, 1.0, 0.5]) == (0.0, 1.0)  # clipped to the values' range
     assert mean_interval([0.3] * 4) == (0.3, 0.3)
+    low, high = mean_interval([0.0, 1.0, 1.0, 0.5], clip=False)
+    assert low < 0.0 and high > 1.0  # differences, say, must not be clipped
     assert all(math.isnan(x) for x in mean_interval([1.0]))
 
 
@@ -255,6 +259,11 @@ def test_summary_of_real_evaluation_rollouts(eval_rollouts):
     assert set(overall) == {"valid_seen", "valid_unseen"}
     assert all(r["n"] == 1 and 0 <= r["success_rate"] <= 1 for r in overall.values())
     assert sum(summary["action_repairs"].values()) == sum(len(t["steps"]) for t in eval_rollouts)
+    assert summary["games"] == [
+        {"split": t["split"], "game_id": t["game_id"], "success": bool(t["success"]),
+         "score": float(t["success"])}
+        for t in eval_rollouts
+    ]  # fmt: skip
 
 
 def test_an_empty_evaluation_has_no_rows():
@@ -349,3 +358,93 @@ def test_the_first_report_starts_the_history():
     table, rows, figure = report_leap_progress([], evaluation)
     plt.close(figure)
     assert rows == evaluation["rows"] and len(table) == 1
+
+
+# -- paired comparison of iterations -------------------------------------------------------
+
+
+def test_paired_comparison_counts_games_and_tests_the_discordant_ones():
+    import math
+    import statistics
+
+    from leap_kalm.stats import paired_comparison
+
+    # 20 games: 5 won by both, 8 only by the new student, 2 only by the baseline, 5 by neither
+    outcome = ["both"] * 5 + ["new"] * 8 + ["base"] * 2 + ["none"] * 5
+    base = {f"g{i}": (o in ("both", "base"), 0.5 if o in ("both", "base") else 0.0)
+            for i, o in enumerate(outcome)}  # fmt: skip
+    new = {f"g{i}": (o in ("both", "new"), 1.0 if o in ("both", "new") else 0.25)
+           for i, o in enumerate(outcome)}  # fmt: skip
+    new["only-new"] = (True, 1.0)  # a game the baseline never played does not count
+    result = paired_comparison(base, new)
+    assert (result["n"], result["won_both"], result["won_only_new"], result["won_only_baseline"]) == (
+        20, 5, 8, 2,
+    )  # fmt: skip
+    assert result["success_delta"] == pytest.approx(6 / 20)
+    diffs = [1.0] * 8 + [-1.0] * 2 + [0.0] * 10
+    half = 2.0930 * statistics.stdev(diffs) / math.sqrt(20)
+    assert (result["success_delta_ci_low"], result["success_delta_ci_high"]) == pytest.approx(
+        (0.3 - half, 0.3 + half), abs=1e-4
+    )
+    assert result["mcnemar_p"] == pytest.approx(2 * (1 + 10 + 45) / 1024)  # exact, 8 vs 2 of 10
+    assert result["score_delta"] == pytest.approx((5 * 0.5 + 8 * 1.0 + 2 * -0.25 + 5 * 0.25) / 20)
+    tied = paired_comparison(
+        {"a": (True, 1.0), "b": (False, 0.0)}, {"a": (True, 1.0), "b": (False, 0.0)}
+    )
+    assert tied["mcnemar_p"] == 1.0 and tied["success_delta"] == 0.0
+    with pytest.raises(ValueError, match="share no game_id"):
+        paired_comparison({"a": (True, 1.0)}, {"b": (True, 1.0)})
+
+
+def _games(iteration, won, env="alfworld"):
+    """Outcome rows: ``won`` maps ``split/game`` to success."""
+    return [
+        {"env": env, "iteration": iteration, "split": key.split("/")[0], "game_id": key.split("/")[1],
+         "success": w, "score": float(w)}
+        for key, w in won.items()
+    ]  # fmt: skip
+
+
+def test_compare_iterations_pairs_each_iteration_with_0_and_the_one_before():
+    games = ["s/a", "s/b", "s/c", "u/d", "u/e"]
+    it0 = _games(0, dict(zip(games, [True, False, False, False, True], strict=True)))
+    it1 = _games(1, dict(zip(games, [True, True, False, False, False], strict=True)))
+    stale = _games(
+        2, dict(zip(games, [False] * 5, strict=True))
+    )  # an earlier run of iteration 2: replaced
+    other = _games(0, {"s/a": False}, env="webshop")
+    evaluation = {
+        "env": "alfworld", "iteration": 2,
+        "games": [{k: v for k, v in g.items() if k not in ("env", "iteration")}
+                  for g in _games(2, dict(zip(games, [True, True, True, False, True], strict=True)))],
+    }  # fmt: skip
+    outcomes = it0 + it1 + stale + other
+    before = snapshot(outcomes, evaluation)
+    table, updated = compare_iterations(outcomes, evaluation)
+    assert snapshot(outcomes, evaluation) == before
+    assert list(table.columns) == PAIRED_COLUMNS
+    keys = [(r.env, r.iteration, r.baseline_iteration, r.split) for r in table.itertuples()]
+    assert keys == [
+        ("alfworld", 1, 0, "s"), ("alfworld", 1, 0, "u"), ("alfworld", 1, 0, "all"),
+        ("alfworld", 2, 0, "s"), ("alfworld", 2, 0, "u"), ("alfworld", 2, 0, "all"),
+        ("alfworld", 2, 1, "s"), ("alfworld", 2, 1, "u"), ("alfworld", 2, 1, "all"),
+    ]  # fmt: skip
+    row = table.set_index(["iteration", "baseline_iteration", "split"]).loc[(2, 0, "all")]
+    assert (row.n, row.won_both, row.won_only_new, row.won_only_baseline) == (5, 2, 2, 0)
+    assert row.success_delta == pytest.approx(0.4) and row.mcnemar_p == pytest.approx(0.5)
+    row = table.set_index(["iteration", "baseline_iteration", "split"]).loc[(2, 1, "u")]
+    assert (row.n, row.won_only_new, row.success_delta) == (2, 1, 0.5)
+    assert sum(g["iteration"] == 2 for g in updated) == 5
+    assert sum(g["success"] for g in updated if g["iteration"] == 2) == 4  # the stale run is gone
+    assert other[0] in updated and len(updated) == 16
+
+
+def test_compare_iterations_on_a_report_without_games_warns_and_compares_nothing(caplog):
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        table, updated = compare_iterations(
+            _games(0, {"s/a": True}), {"env": "alfworld", "iteration": 1, "rows": []}
+        )
+    assert table.empty and updated == _games(0, {"s/a": True})
+    assert "summarize_evaluation_node" in caplog.text

@@ -120,7 +120,15 @@ def summarize_evaluation(
     steps = trajectory_steps(eval_rollouts, iteration)
     rows = [{"iteration": iteration, "env": config.env} | row for row in leap_summary_rows(steps)]
     repairs = dict(steps.group_by("repair").len().sort("len", descending=True).iter_rows())
-    report = {"iteration": iteration, "env": config.env, "rows": rows, "action_repairs": repairs}
+    games = [  # paired across iterations by game (an evaluation without ids: by position)
+        {"split": t["split"], "game_id": t.get("game_id") or f"episode {i}",
+         "success": bool(t["success"]), "score": float(t.get("score", float(t["success"])))}
+        for i, t in enumerate(eval_rollouts)
+    ]  # fmt: skip
+    report = {
+        "iteration": iteration, "env": config.env, "rows": rows, "action_repairs": repairs,
+        "games": games,
+    }  # fmt: skip
     return report, steps
 
 
@@ -159,3 +167,89 @@ def report_leap_progress(
     axis.legend()
     figure.tight_layout()
     return table, rows, figure
+
+
+PAIRED_COLUMNS = [
+    "env",
+    "iteration",
+    "baseline_iteration",
+    "split",  # a held-out split, or ``all``
+    "n",  # games both iterations played
+    "won_both",
+    "won_only_new",
+    "won_only_baseline",
+    "success_delta",  # mean per-game difference in success (iteration - baseline)
+    "success_delta_ci_low",  # its Student-t 95% interval
+    "success_delta_ci_high",
+    "mcnemar_p",  # exact two-sided McNemar test on the games only one of them won
+    "score_delta",
+    "score_delta_ci_low",
+    "score_delta_ci_high",
+]
+
+
+def compare_iterations(
+    outcomes: list[dict[str, Any]], evaluation: dict[str, Any]
+) -> tuple[Any, list[dict[str, Any]]]:
+    """Each iteration against iteration 0 and against the one before it, game by game on
+    the same held-out games: a paired difference resolves far smaller changes than two
+    separate intervals (a third of the games can change outcome between neighbouring
+    students; ``docs/results.md``).
+
+    Args:
+        outcomes: the per-game outcomes of earlier iterations (``env, iteration, split,
+            game_id, success, score``), as this node wrote them.
+        evaluation: this iteration's report; its ``games`` replace any earlier run's.
+
+    Returns:
+        ``(table with PAIRED_COLUMNS, updated outcomes)``.
+    """
+    import pandas as pd
+
+    from leap_kalm.stats import paired_comparison
+
+    env, iteration = evaluation["env"], evaluation["iteration"]
+    kept = [r for r in outcomes if (r["env"], r["iteration"]) != (env, iteration)]
+    new = [{"env": env, "iteration": iteration} | game for game in evaluation.get("games", [])]
+    if "games" not in evaluation:
+        logger.warning(
+            "%s iteration %s: its report has no per-game outcomes (written before they were "
+            "kept); summarise it again with --from-nodes %s.summarize_evaluation_node",
+            env, iteration, env,
+        )  # fmt: skip
+    updated = sorted(kept + new, key=lambda r: (r["env"], r["iteration"], r["split"], r["game_id"]))
+    by_iteration: dict[tuple[str, int], dict[tuple[str, str], tuple[bool, float]]] = {}
+    for r in updated:
+        by_iteration.setdefault((r["env"], r["iteration"]), {})[(r["split"], r["game_id"])] = (
+            r["success"], r["score"],
+        )  # fmt: skip
+    rows = []
+    for (world, later), games in sorted(by_iteration.items()):
+        for earlier in sorted({0, later - 1}):
+            base = by_iteration.get((world, earlier))
+            if later == 0 or base is None:
+                continue
+            splits = sorted({split for split, _ in games})
+            for split in [*splits, "all"]:
+                a, b = _of_split(base, split), _of_split(games, split)
+                if a.keys() & b.keys():
+                    rows.append(
+                        {"env": world, "iteration": later, "baseline_iteration": earlier,
+                         "split": split} | paired_comparison(a, b)
+                    )  # fmt: skip
+    for row in rows:
+        if row["iteration"] == iteration and row["split"] == "all":
+            logger.info(
+                "%s iteration %s vs %s: success %+.1f points (95%% interval %+.1f to %+.1f, "
+                "McNemar p %.3f; %s games won only now, %s only then), score %+.1f",
+                row["env"], iteration, row["baseline_iteration"], 100 * row["success_delta"],
+                100 * row["success_delta_ci_low"], 100 * row["success_delta_ci_high"],
+                row["mcnemar_p"], row["won_only_new"], row["won_only_baseline"],
+                100 * row["score_delta"],
+            )  # fmt: skip
+    return pd.DataFrame(rows, columns=PAIRED_COLUMNS), updated
+
+
+def _of_split(games: dict[tuple[str, str], Any], split: str) -> dict[str, Any]:
+    """``split/game_id -> outcome`` for one split's games (every game for ``all``)."""
+    return {f"{s}/{g}": v for (s, g), v in games.items() if split in ("all", s)}

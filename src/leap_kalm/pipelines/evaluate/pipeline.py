@@ -7,6 +7,7 @@ from kedro.pipeline import Pipeline, node, pipeline
 from leap_kalm.envs.registry import get_world
 from leap_kalm.pipelines.evaluate.kalm_nodes import evaluate_kalm_policies
 from leap_kalm.pipelines.evaluate.nodes import (
+    compare_iterations,
     evaluate_student,
     report_leap_progress,
     select_student,
@@ -43,6 +44,12 @@ def create_leap_evaluation() -> Pipeline:
                     ["leap_eval_history", "eval"],
                     ["leap_eval_summary", "leap_eval_history_updated", "leap_success_plot"],
                     name="report_leap_progress_node",
+                ),
+                node(
+                    compare_iterations,
+                    ["leap_game_outcomes", "eval"],
+                    ["leap_paired_comparison", "leap_game_outcomes_updated"],
+                    name="compare_iterations_node",
                 ),
             ]
         )

@@ -52,6 +52,29 @@ def test_near_miss_is_fuzzy_matched():
     )
 
 
+def test_a_fuzzy_repair_never_changes_the_kind_of_action():
+    """The learn profile's evaluation turned a repeated take into putting the object back,
+    and clean into cool; a repair may fix a name or number only."""
+    holding = ["move apple 1 to microwave 1", "close microwave 1", "go to countertop 1"]
+    took = parse_answer("REASON:\nx\nACTION:\ntake apple 1 from microwave 1", holding)
+    assert took.repair == "unmatched" and took.action == "take apple 1 from microwave 1"
+    at_fridge = ["cool egg 1 with fridge 1", "close fridge 1", "go to sinkbasin 1"]
+    clean = parse_answer("REASON:\nx\nACTION:\nclean egg 1 with fridge 1", at_fridge)
+    assert clean.repair == "unmatched" and not clean.valid
+    typo = parse_answer("REASON:\nx\nACTION:\ngo to sinkbasin 2", at_fridge)
+    assert typo.repair == "fuzzy" and typo.action == "go to sinkbasin 1"
+    page = ["click[< prev]", "click[buy now]", "search[<your query>]"]
+    assert parse_answer("ACTION:\nclick[buy  nw]", page).action == "click[buy now]"
+    assert parse_answer("ACTION:\nclock[buy now]", page).repair == "unmatched"
+
+
+def test_action_verb():
+    from leap_kalm.llm.parsing import action_verb
+
+    assert [action_verb(a) for a in ("go to fridge 1", " Take x 1 from y 1", "click[< prev]",
+                                     "search[red shoes]", "")] == ["go", "take", "click", "search", ""]  # fmt: skip
+
+
 def test_truncated_id_equally_near_several_candidates_is_unmatched():
     # An answer cut by max_new_tokens used to be "repaired" onto the first listed product.
     products = ["click[back to search]", "click[g000000652]", "click[g000000736]"]

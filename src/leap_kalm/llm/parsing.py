@@ -112,8 +112,9 @@ def match_candidate(
 ) -> tuple[str, str, float]:
     """Map a raw action onto the candidates: ``(action, repair, score)``.
 
-    A fuzzy match must be unique: when the nearest candidates tie, the action is
-    ``unmatched`` (which ``action_selection: repair`` then scores under the student).
+    A fuzzy match keeps the action's verb (:func:`action_verb`) and must be unique: when
+    no candidate shares the verb, or the nearest two tie, the action is ``unmatched``
+    (which ``action_selection: repair`` then scores under the student).
     """
     if not raw_action.strip():
         return "", "empty", 0.0
@@ -128,16 +129,27 @@ def match_candidate(
     by_norm = {normalize_action(c): c for c in candidates}
     if normalized in by_norm:
         return by_norm[normalized], "normalized", 100.0
-    if candidates:
+    # A fuzzy repair fixes a name or a number, never the kind of action: the nearest
+    # candidate of another verb undoes what the student meant (on the learn profile,
+    # "take apple 1 from microwave 1" while holding it became "move apple 1 to microwave 1",
+    # "clean egg 1 with fridge 1" became "cool ..."; docs/results.md).
+    same_verb = [c for c in by_norm if action_verb(c) == action_verb(normalized)]
+    if same_verb:
         from rapidfuzz import fuzz, process
 
-        best = process.extract(normalized, list(by_norm), scorer=fuzz.ratio, limit=2)
+        best = process.extract(normalized, same_verb, scorer=fuzz.ratio, limit=2)
         if best and best[0][1] >= fuzzy_cutoff:
             # Two candidates equally near (a truncated ``click[g00000`` against every
             # product id) is a guess, not a repair: leave it unmatched.
             if len(best) == 1 or best[1][1] < best[0][1]:
                 return by_norm[best[0][0]], "fuzzy", float(best[0][1])
     return raw_action.strip(), "unmatched", 0.0
+
+
+def action_verb(action: str) -> str:
+    """What kind of action ``action`` is: its first word (``go``, ``take``), or what
+    comes before ``[`` in WebShop's ``click[...]`` and ``search[...]``."""
+    return re.split(r"[\s\[]", action.strip().lower(), maxsplit=1)[0]
 
 
 def parse_answer(text: str, candidates: Sequence[str], fuzzy_cutoff: float = 80.0) -> ParsedAnswer:

@@ -112,6 +112,17 @@ class _SeenState:
     def seen_at(self, place: str, obj: str) -> bool:
         return re.search(rf"\b{re.escape(obj)} \d+", self.contents.get(place, "")) is not None
 
+    def holds_other(self, obj: str) -> str | None:
+        """What the student holds when it is not of the task's kind ``obj`` (None when
+        its hand is empty or holds what the task needs, or the kind is unknown)."""
+        if (
+            not self.holding
+            or obj == "object"
+            or re.fullmatch(rf"{re.escape(obj)} \d+", self.holding)
+        ):
+            return None
+        return self.holding
+
 
 @dataclass(frozen=True)
 class _TaskView:
@@ -146,10 +157,13 @@ class _TaskView:
 def _why(action: str, task: _TaskView, state: _SeenState) -> str:
     """A short, hint-only reason for ``action`` given what the student has seen so far."""
     obj, purpose = task.obj, task.purpose
+    other = state.holds_other(obj)  # a wrong object in hand: it is not "the {obj} in hand"
+    if other and action.startswith(("move ", "put ")):
+        return f"The {other} is not what the task needs; put it down to free a hand for the {obj}."
     if action.startswith("go to "):
         place = action[len("go to ") :]
         kind = _kind(place)
-        if state.holding:
+        if state.holding and not other:
             if purpose and not state.processed and place in task.appliances:
                 return (
                     f"The {obj} must be {purpose[0]} first, and a {kind} can make it {purpose[0]}."
@@ -172,7 +186,7 @@ def _why(action: str, task: _TaskView, state: _SeenState) -> str:
     if action.startswith("open "):
         return f"{action[len('open ') :]} is closed; open it to see inside."
     if action.startswith("close "):
-        if state.holding:
+        if state.holding and not other:
             return f"The {obj} is in hand, so close {action[len('close ') :]} and move on."
         return f"Nothing needed is in {action[len('close ') :]}, so close it and move on."
     if action.startswith(("move ", "put ")):
@@ -196,7 +210,11 @@ def _searching(best: str, task: _TaskView, state: _SeenState) -> bool:
     if not best.startswith("go to "):
         return False
     place = best[len("go to ") :]
-    if state.holding and (place in task.destinations or place in task.appliances):
+    if (
+        state.holding
+        and not state.holds_other(task.obj)
+        and (place in task.destinations or place in task.appliances)
+    ):
         return False
     return not any(state.seen_at(place, kind) for kind in (task.obj, task.lamp) if kind)
 

@@ -30,6 +30,8 @@ def games(tmp_path_factory):
 
 
 def _student(path, n_steps=8, seed=0, policy="random"):
+    """A student's trajectory: ``policy`` is ``random``, ``look``, or a function from the
+    step's candidates to an action (or None to stop)."""
     from leap_kalm.envs.alfworld import AlfWorldEnv
 
     env = AlfWorldEnv(path, max_steps=n_steps)
@@ -38,7 +40,12 @@ def _student(path, n_steps=8, seed=0, policy="random"):
     steps = []
     for _ in range(n_steps):
         cands = info["admissible_commands"]
-        action = rng.choice(cands) if policy == "random" else "look"
+        if callable(policy):
+            action = policy(cands)
+            if action is None:
+                break
+        else:
+            action = rng.choice(cands) if policy == "random" else "look"
         steps.append(
             {"observation": obs, "candidate_actions": cands, "reason": "guess", "action": action}
         )
@@ -467,39 +474,25 @@ def test_bad_on_failure_is_named():
 def _holding_the_wrong_object(path, target, n_after=6):
     """A student that takes the first object that is not the task's, then wanders: the
     trajectory, and the object it holds (None if no such object was within reach)."""
-    from leap_kalm.envs.alfworld import AlfWorldEnv
+    state = {"held": None, "after": 0, "places": None}
 
-    env = AlfWorldEnv(path, max_steps=60)
-    obs, info = env.reset()
-    steps, held, after = [], None, 0
-    places = [c for c in info["admissible_commands"] if c.startswith("go to ")]
-    while len(steps) < 50 and after < n_after:
-        cands = info["admissible_commands"]
+    def policy(cands):
+        if state["places"] is None:
+            state["places"] = [c for c in cands if c.startswith("go to ")]
         takes = [c for c in cands if c.startswith("take ") and not c.startswith(f"take {target} ")]
-        if held is None and takes:
-            action = takes[0]
-            held = action[len("take ") :].split(" from ")[0]
-        elif held is None:
+        if state["held"] is None and takes:
+            state["held"] = takes[0][len("take ") :].split(" from ")[0]
+            return takes[0]
+        if state["held"] is None:
             opens = [c for c in cands if c.startswith("open ")]
-            action = opens[0] if opens else (places.pop(0) if places else "look")
-        else:
-            after += 1
-            goes = [c for c in cands if c.startswith("go to ")]
-            action = goes[after % len(goes)]
-        steps.append(
-            {"observation": obs, "candidate_actions": cands, "reason": "x", "action": action}
-        )
-        obs, _, terminated, _, info = env.step(action)
-        if terminated:
-            break
-    env.close()
-    trajectory = {
-        "game_id": env.game_id,
-        "task": env.task,
-        "task_type": env.task_type,
-        "steps": steps,
-    }
-    return trajectory, held
+            return opens[0] if opens else (state["places"].pop(0) if state["places"] else "look")
+        state["after"] += 1
+        if state["after"] > n_after:
+            return None
+        goes = [c for c in cands if c.startswith("go to ")]
+        return goes[state["after"] % len(goes)]
+
+    return _student(path, n_steps=50, policy=policy), state["held"]
 
 
 def test_a_wrong_object_in_hand_is_not_called_the_tasks_object(games):

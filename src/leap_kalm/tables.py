@@ -27,6 +27,11 @@ STEP_COLUMNS = [
 ]  # fmt: skip
 
 
+def trajectory_score(trajectory: dict[str, Any]) -> float:
+    """An episode's score: its graded reward where the world grades (WebShop), else success."""
+    return float(trajectory.get("score", float(trajectory["success"])))
+
+
 def trajectory_steps(trajectories: Sequence[dict[str, Any]], iteration: int | None = None) -> Any:
     """One row per step of ``trajectories`` (columns ``STEP_COLUMNS``; ``episode`` is the
     trajectory's position in ``trajectories``).
@@ -43,7 +48,7 @@ def trajectory_steps(trajectories: Sequence[dict[str, Any]], iteration: int | No
     rows = []
     for episode, trajectory in enumerate(trajectories):
         steps = trajectory["steps"]
-        score = float(trajectory.get("score", float(trajectory["success"])))
+        score = trajectory_score(trajectory)
         parts = trajectory.get("reward_parts") or {}
         for t, step in enumerate(steps):
             last = t == len(steps) - 1

@@ -114,7 +114,7 @@ def summarize_evaluation(
         The iteration's report (``rows`` as :func:`leap_kalm.tables.leap_summary_rows`,
         ``action_repairs``) and the step table (``eval_steps``, parquet in the catalog).
     """
-    from leap_kalm.tables import leap_summary_rows, trajectory_steps
+    from leap_kalm.tables import leap_summary_rows, trajectory_score, trajectory_steps
 
     config = LeapParams.from_dict(leap_params)
     steps = trajectory_steps(eval_rollouts, iteration)
@@ -122,7 +122,7 @@ def summarize_evaluation(
     repairs = dict(steps.group_by("repair").len().sort("len", descending=True).iter_rows())
     games = [  # paired across iterations by game (an evaluation without ids: by position)
         {"split": t["split"], "game_id": t.get("game_id") or f"episode {i}",
-         "success": bool(t["success"]), "score": float(t.get("score", float(t["success"])))}
+         "success": bool(t["success"]), "score": trajectory_score(t)}
         for i, t in enumerate(eval_rollouts)
     ]  # fmt: skip
     report = {
@@ -225,12 +225,14 @@ def compare_iterations(
         )  # fmt: skip
     rows = []
     for (world, later), games in sorted(by_iteration.items()):
+        if later == 0:
+            continue
+        splits = [*sorted({split for split, _ in games}), "all"]
         for earlier in sorted({0, later - 1}):
             base = by_iteration.get((world, earlier))
-            if later == 0 or base is None:
+            if base is None:
                 continue
-            splits = sorted({split for split, _ in games})
-            for split in [*splits, "all"]:
+            for split in splits:
                 a, b = _of_split(base, split), _of_split(games, split)
                 if a.keys() & b.keys():
                     rows.append(

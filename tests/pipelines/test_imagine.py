@@ -12,6 +12,7 @@ from leap_kalm.llm.grounded import build_grounded, save_grounded
 from leap_kalm.llm.imagination import Imagined
 from leap_kalm.llm.models import load_model
 from leap_kalm.pipelines.imagine.nodes import (
+    ImagineParams,
     imagination_world,
     imagine_level,
     kalm_arrays,
@@ -244,3 +245,17 @@ def test_bad_prompt_files_are_named(tmp_path):
     NpyDataset(filepath=str(broken), allow_pickle=True).save(prompts)
     with pytest.raises(DatasetError, match=r"clevr_hard_prompt.npy: missing key\(s\) \['goals'\]"):
         KalmPromptsDataset(filepath=str(broken)).load()
+
+
+def test_goals_per_level_can_differ_by_level(grounded_ref):
+    params = {"n_per_level": {"easy": 6, "hard": 2}, "max_steps": 2, "batch_size": 4, "seed": 3}
+    easy = imagine_level(grounded_ref, None, params, {"name": "tiny-test"}, "clevr", "easy")
+    hard = imagine_level(grounded_ref, None, params, {"name": "tiny-test"}, "clevr", "hard")
+    assert len(easy["masks"]) == 6 and len(hard["masks"]) == 2
+    config = ImagineParams.from_dict(params)
+    assert config.goals_for("rephrase", clevr.IMAGINATION_LEVELS) == ImagineParams.DEFAULT_GOALS
+    assert ImagineParams(n_per_level=7).goals_for("hard", clevr.IMAGINATION_LEVELS) == 7
+    with pytest.raises(ValueError, match=r"names levels \['medium'\]"):
+        ImagineParams(n_per_level={"medium": 3}).goals_for("easy", clevr.IMAGINATION_LEVELS)
+    with pytest.raises(ValueError, match="'easy' must be a positive integer, got 0"):
+        ImagineParams(n_per_level={"easy": 0}).goals_for("easy", clevr.IMAGINATION_LEVELS)

@@ -19,7 +19,10 @@ class ImagineParams(ConfigMixin):
     """One world's imagination settings (``<world>.imagine`` in ``parameters_imagine.yml``).
 
     Attributes:
-        n_per_level: Novel goals (each with its start state) imagined per level.
+        n_per_level: Novel goals (each with its start state) imagined per level: one
+            number for every level, or a mapping from level to number (levels it omits
+            get ``DEFAULT_GOALS``), since a level's rollouts can differ in cost (CLEVR's
+            easy goals are one action, its rephrase and hard goals up to 50).
         max_steps: Most actions per imagined rollout (``null``: the env's own cap per level).
         batch_size: Rollouts generated together.
         temperature: 0 takes the most likely discrete action; above 0 samples it.
@@ -28,12 +31,36 @@ class ImagineParams(ConfigMixin):
             sampling; keep it apart from the ingest seed so the goals are new.
     """
 
-    n_per_level: int = 100
+    n_per_level: int | dict[str, int] = 100
     max_steps: int | None = None
     batch_size: int = 32
     temperature: float = 0.0
     n_instructions: int = 1
     seed: int = 10_000
+
+    DEFAULT_GOALS = 100
+
+    def goals_for(self, level: str, levels: tuple[str, ...]) -> int:
+        """How many goals ``level`` imagines.
+
+        Raises:
+            ValueError: When the mapping names a level the world does not imagine, or a
+                count is not a positive integer.
+        """
+        counts = (
+            self.n_per_level if isinstance(self.n_per_level, dict) else {level: self.n_per_level}
+        )
+        unknown = sorted(set(counts) - set(levels))
+        if unknown:
+            raise ValueError(
+                f"imagine.n_per_level names levels {unknown}; this world imagines {list(levels)}"
+            )
+        n = counts.get(level, self.DEFAULT_GOALS)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(
+                f"imagine.n_per_level for {level!r} must be a positive integer, got {n!r}"
+            )
+        return n
 
 
 def imagination_world(world: str) -> Any:
@@ -86,7 +113,8 @@ def imagine_level(
         tasks = kalm_prompts
         logger.info("%s %s: %d goals from KALM's prompt file", world, level, len(tasks["starts"]))
     else:
-        tasks = module.novel_goals(level, config.n_per_level, config.seed, config.n_instructions)
+        n_goals = config.goals_for(level, tuple(module.IMAGINATION_LEVELS))
+        tasks = module.novel_goals(level, n_goals, config.seed, config.n_instructions)
     max_steps = config.max_steps or module.IMAGINATION_MAX_STEPS[level]
     model, tokenizer = load_grounded(grounded_llm.path, **model_load_kwargs(model_params))
     labels = TransitionLabels(module, level, tasks)

@@ -129,3 +129,32 @@ def test_a_short_fit_beats_random_play_on_easy_goals():
 
     trained, chance = score(policy), score(random_policy)
     assert trained >= 0.5 and trained >= chance + 0.3, (trained, chance)
+
+
+def test_a_named_observation_scaler_is_fitted_on_the_data_and_saved_with_the_policy(tmp_path):
+    """`observation_scaler: standard` in the YAML config becomes d3rlpy's scaler, fitted on
+    the training data (state + instruction), and the saved policy keeps its statistics."""
+    import d3rlpy
+
+    from leap_kalm.datasets.d3 import D3Dataset
+
+    config = algo_config("DiscreteBC", {"observation_scaler": "standard"}, discrete=True)
+    assert isinstance(config.observation_scaler, d3rlpy.preprocessing.StandardObservationScaler)
+    with pytest.raises(
+        ValueError, match=r"observation_scaler: 'zscore' is not one of \['min_max', 'standard'\]"
+    ):
+        algo_config("DiscreteBC", {"observation_scaler": "zscore"}, discrete=True)
+    data = generate_clevr_dataset(5, seed=4, horizon=6, n_instructions=1, progress=False)
+    dataset = to_mdp_dataset(data, one_hot_goal_encode, action_size=40)
+    params = OfflineRLParams(
+        algo="DiscreteBC", config={"batch_size": 8, "observation_scaler": "standard"},
+        n_steps=5, n_steps_per_epoch=5,
+    )  # fmt: skip
+    policy = train_offline_rl(dataset, None, params, discrete=True)
+    observations = np.concatenate([e.observations[: e.transition_count] for e in dataset.episodes])
+    np.testing.assert_allclose(policy.observation_scaler.mean, observations.mean(axis=0), atol=1e-5)
+    path = tmp_path / "policy.d3"
+    D3Dataset(filepath=str(path)).save(policy)
+    loaded = D3Dataset(filepath=str(path)).load()
+    np.testing.assert_allclose(loaded.observation_scaler.std, policy.observation_scaler.std)
+    np.testing.assert_array_equal(loaded.predict(observations), policy.predict(observations))

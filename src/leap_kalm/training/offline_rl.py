@@ -91,6 +91,38 @@ class OfflineRLParams(ConfigMixin):
             raise ValueError("offline_rl n_steps and n_steps_per_epoch must be positive")
 
 
+#: d3rlpy preprocessing a config may name: ``observation_scaler: standard`` builds
+#: ``StandardObservationScaler()``, fitted by d3rlpy on the training data.
+SCALERS: dict[str, dict[str, str]] = {
+    "observation_scaler": {
+        "standard": "StandardObservationScaler",
+        "min_max": "MinMaxObservationScaler",
+    },
+    "action_scaler": {"min_max": "MinMaxActionScaler"},
+    "reward_scaler": {"standard": "StandardRewardScaler", "min_max": "MinMaxRewardScaler"},
+}
+
+
+def scalers(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with each scaler named by a string (YAML) replaced by d3rlpy's object.
+
+    Raises:
+        ValueError: Naming a scaler field and the names it accepts.
+    """
+    import d3rlpy
+
+    built = dict(config)
+    for key, names in SCALERS.items():
+        value = built.get(key)
+        if isinstance(value, str):
+            if value not in names:
+                raise ValueError(
+                    f"offline_rl config {key}: {value!r} is not one of {sorted(names)}"
+                )
+            built[key] = getattr(d3rlpy.preprocessing, names[value])()
+    return built
+
+
 def algo_config(name: str, config: Mapping[str, Any], discrete: bool) -> Any:
     """d3rlpy's ``<name>Config(**config)``, checked against the action kind.
 
@@ -113,7 +145,7 @@ def algo_config(name: str, config: Mapping[str, Any], discrete: bool) -> Any:
             f"({'use a Discrete* algorithm' if discrete else 'use a continuous-action algorithm'})"
         )
     try:
-        return config_class(**dict(config))
+        return config_class(**scalers(config))
     except TypeError as exc:
         raise ValueError(f"offline_rl config for {name}: {exc}") from exc
 

@@ -46,6 +46,20 @@ def test_episodes_end_with_a_terminal_on_success_or_a_timeout():
     )
 
 
+def test_all_wordings_repeat_each_episode_once_per_instruction():
+    data = generate_clevr_dataset(4, seed=3, horizon=5, n_instructions=3, progress=False)
+    data["instructions"][1, 2] = ""  # a missing wording is skipped
+    first = to_mdp_dataset(data, fake_encode, action_size=40)
+    every = to_mdp_dataset(data, fake_encode, action_size=40, wordings="all")
+    assert len(first.episodes) == 4 and len(every.episodes) == 3 + 2 + 3 + 3
+    texts = [t for row in data["instructions"] for t in row if t]
+    for episode, text in zip(every.episodes, texts, strict=True):
+        np.testing.assert_allclose(episode.observations[0, 10:], fake_encode([text])[0])
+    np.testing.assert_array_equal(every.episodes[1].actions, first.episodes[0].actions)
+    with pytest.raises(ValueError, match=r"wordings must be one of \('first', 'all'\), got 'some'"):
+        OfflineRLParams(wordings="some")
+
+
 def test_algorithms_and_their_configs_come_from_d3rlpy_and_are_checked():
     import d3rlpy
 

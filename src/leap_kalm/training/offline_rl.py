@@ -37,6 +37,7 @@ class NotTrained:
 
 
 IMAGINED_EPISODES = ("all", "goal_consistent")
+WORDINGS = ("first", "all")
 
 
 def select_episodes(data: Mapping[str, Any], keep: Any) -> dict[str, Any]:
@@ -67,6 +68,9 @@ class OfflineRLParams(ConfigMixin):
             (KALM: 0.5); 0 trains on real data only.
         imagined_episodes: Which imagined rollouts train: ``all`` (KALM) or
             ``goal_consistent`` (only those whose generated states reach their goal).
+        wordings: Which of an episode's recorded instructions the policy sees: ``first``
+            (KALM's scripts) or ``all`` (the episode once per wording, so the policy meets
+            every paraphrase the data holds).
         seed: Seed of d3rlpy (sampling and initialisation).
     """
 
@@ -76,6 +80,7 @@ class OfflineRLParams(ConfigMixin):
     n_steps_per_epoch: int = 1_000
     imagined_ratio: float = 0.5
     imagined_episodes: str = "all"
+    wordings: str = "first"
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -86,6 +91,10 @@ class OfflineRLParams(ConfigMixin):
         if self.imagined_episodes not in IMAGINED_EPISODES:
             raise ValueError(
                 f"offline_rl imagined_episodes must be one of {IMAGINED_EPISODES}, got {self.imagined_episodes!r}"
+            )
+        if self.wordings not in WORDINGS:
+            raise ValueError(
+                f"offline_rl wordings must be one of {WORDINGS}, got {self.wordings!r}"
             )
         if self.n_steps <= 0 or self.n_steps_per_epoch <= 0:
             raise ValueError("offline_rl n_steps and n_steps_per_epoch must be positive")
@@ -158,25 +167,33 @@ def policy_observations(states: np.ndarray, embeddings: np.ndarray) -> np.ndarra
 
 
 def to_mdp_dataset(
-    data: Mapping[str, Any], encode: Callable[[list[str]], np.ndarray], action_size: int | None
+    data: Mapping[str, Any],
+    encode: Callable[[list[str]], np.ndarray],
+    action_size: int | None,
+    wordings: str = "first",
 ) -> Any:
     """A KALM-format dataset as a d3rlpy ``MDPDataset`` of the policy's observations.
 
-    Each episode's first wording is its instruction. ``action_size`` is the number of
-    discrete actions (``None``: continuous actions).
+    With ``wordings="first"`` each episode's first wording is its instruction; with
+    ``"all"`` the episode appears once per non-empty wording. ``action_size`` is the number
+    of discrete actions (``None``: continuous actions).
     """
     from d3rlpy import ActionSpace
     from d3rlpy.dataset import MDPDataset
 
     masks = np.asarray(data["masks"]).reshape(len(data["masks"]), -1).astype(bool)
     lengths = masks.sum(axis=1)
-    keep = lengths > 0
-    instructions = [
-        str(np.asarray(row).reshape(-1)[0]) for row in np.asarray(data["instructions"])[keep]
-    ]
+    rows = np.asarray(data["instructions"])
+    episodes, instructions = [], []
+    for i in np.flatnonzero(lengths > 0):
+        texts = [str(t) for t in np.asarray(rows[i]).reshape(-1)]
+        for text in texts if wordings == "all" else texts[:1]:
+            if text or wordings == "first":
+                episodes.append(i)
+                instructions.append(text)
     embeddings = encode(instructions)
     observations, actions, rewards, terminals, timeouts = [], [], [], [], []
-    for e, i in enumerate(np.flatnonzero(keep)):
+    for e, i in enumerate(episodes):
         n = int(lengths[i])
         observations.append(
             policy_observations(data["observations"][i, :n], np.repeat(embeddings[e][None], n, 0))

@@ -43,7 +43,7 @@ def train_policy(
     config = OfflineRLParams.from_dict(offline_rl_params)
     action_size = _action_size(world)
     encoder = InstructionEncoder()
-    real = to_mdp_dataset(kalm_offline, encoder.encode, action_size)
+    real = to_mdp_dataset(kalm_offline, encoder.encode, action_size, config.wordings)
     mixed = None
     if kalm_imagined is not None:
         from leap_kalm.pipelines.imagine.nodes import labelled_kalm_rollouts
@@ -67,7 +67,10 @@ def train_policy(
                 "goal_consistent leaves nothing to train on (use all)"
             )
     if imagined:
-        parts = [to_mdp_dataset(data, encoder.encode, action_size) for data in imagined.values()]
+        parts = [
+            to_mdp_dataset(data, encoder.encode, action_size, config.wordings)
+            for data in imagined.values()
+        ]
         mixed = parts[0]
         for part in parts[1:]:
             mixed.episodes.extend(part.episodes)

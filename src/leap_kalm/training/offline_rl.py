@@ -187,10 +187,9 @@ def to_mdp_dataset(
     episodes, instructions = [], []
     for i in np.flatnonzero(lengths > 0):
         texts = [str(t) for t in np.asarray(rows[i]).reshape(-1)]
-        for text in texts if wordings == "all" else texts[:1]:
-            if text or wordings == "first":
-                episodes.append(i)
-                instructions.append(text)
+        chosen = [t for t in texts if t] if wordings == "all" else texts[:1]
+        episodes += [i] * len(chosen)
+        instructions += chosen
     embeddings = encode(instructions)
     observations, actions, rewards, terminals, timeouts = [], [], [], [], []
     for e, i in enumerate(episodes):

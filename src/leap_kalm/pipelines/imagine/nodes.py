@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -31,14 +31,14 @@ class ImagineParams(ConfigMixin):
             sampling; keep it apart from the ingest seed so the goals are new.
     """
 
-    n_per_level: int | dict[str, int] = 100
+    DEFAULT_GOALS: ClassVar[int] = 100
+
+    n_per_level: int | dict[str, int] = DEFAULT_GOALS
     max_steps: int | None = None
     batch_size: int = 32
     temperature: float = 0.0
     n_instructions: int = 1
     seed: int = 10_000
-
-    DEFAULT_GOALS = 100
 
     def goals_for(self, level: str, levels: tuple[str, ...]) -> int:
         """How many goals ``level`` imagines.

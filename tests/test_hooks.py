@@ -67,37 +67,33 @@ def test_resource_hook_measures_each_node_from_its_own_start(tmp_path):
 
     from leap_kalm.hooks import ResourceHook
     from leap_kalm.settings import HOOKS
+    from tests.helpers import PROJECT
 
     assert any(isinstance(hook, ResourceHook) for hook in HOOKS)
-    hook = ResourceHook()
-    hook.after_context_created(_Context(tmp_path / "data"))
-    hook.before_pipeline_run({"pipeline_names": ["kalm"]}, None, None)
     path = tmp_path / "data" / "08_reporting" / "node_resources.jsonl"
-
-    hook.before_node_run(_Node("big"))
-    block = np.ones(300 * 2**20 // 8)  # 300 MiB, written so it is resident
-    hook.after_node_run(_Node("big"))
-    del block
-    assert [json.loads(line)["node"] for line in path.read_text().splitlines()] == ["big"]
-
-    hook.before_node_run(_Node("small"))
-    hook.after_node_run(_Node("small"))
-
-    # A child's peak counts only when it beats every earlier child of this process (which
-    # in a test session include kedro runs), so the child node runs in a fresh interpreter.
+    # The nodes run in a fresh interpreter: in a test session this process already holds
+    # gigabytes from earlier tests, whose freed pages can make a new block's RSS invisible,
+    # and a child's peak counts only when it beats every earlier child of the process.
     script = f"""
-import subprocess, sys
+import json, pathlib, subprocess, sys
+import numpy as np
 from leap_kalm.hooks import ResourceHook
 from tests.test_hooks import _Context, _Node
+path = pathlib.Path({str(path)!r})
 hook = ResourceHook()
 hook.after_context_created(_Context({str(tmp_path / "data")!r}))
 hook.before_pipeline_run({{"pipeline_names": ["kalm"]}}, None, None)
+hook.before_node_run(_Node("big"))
+block = np.ones(300 * 2**20 // 8)  # 300 MiB, written so it is resident
+hook.after_node_run(_Node("big"))
+del block
+assert [json.loads(line)["node"] for line in path.read_text().splitlines()] == ["big"]
+hook.before_node_run(_Node("small"))
+hook.after_node_run(_Node("small"))
 hook.before_node_run(_Node("child"))
 subprocess.run([sys.executable, "-c", "b = bytearray(400 * 2**20); b[::4096] = b'x' * len(b[::4096])"], check=True)
 hook.on_node_error(RuntimeError("boom"), _Node("child"))
 """
-    from tests.helpers import PROJECT
-
     subprocess.run([sys.executable, "-c", script], check=True, cwd=PROJECT)
 
     rows = {row["node"]: row for row in map(json.loads, path.read_text().splitlines())}

@@ -135,6 +135,29 @@ def test_iteration_1_can_train_only_the_corrected_steps_beside_a_fixed_expert_sh
     assert Counter(r["iteration"] for r in records) == {0: 3, 1: n_corrected}
 
 
+def test_retraining_from_the_base_model_keeps_every_expert_step(
+    failed_rollouts, corrections, sft_records_0
+):
+    """``start_from: base`` is DAgger retrained: all of iteration 0's records, beside the
+    corrections (capped among the later iterations as before); an explicit
+    ``dagger_expert_actions`` still caps the expert records."""
+    _, pool_0 = sft_records_0
+    n_new = sum(len(t["steps"]) for t in failed_rollouts)
+    params = {**LEAP, "start_from": "base", "dagger_actions_per_iteration": 2}
+    records, _ = build_sft_records([], failed_rollouts, corrections, pool_0, params, 1)
+    assert len(pool_0) > 2 and n_new > 2
+    assert Counter(r["iteration"] for r in records) == {0: len(pool_0), 1: 2}
+    capped = {**params, "dagger_expert_actions": 1}
+    records, _ = build_sft_records([], failed_rollouts, corrections, pool_0, capped, 1)
+    assert Counter(r["iteration"] for r in records) == {0: 1, 1: 2}
+    with pytest.raises(
+        ValueError, match=r"leap.start_from must be one of \('previous', 'base'\), got 'scratch'"
+    ):
+        build_sft_records(
+            [], failed_rollouts, corrections, pool_0, {**LEAP, "start_from": "scratch"}, 1
+        )
+
+
 def test_corrections_that_do_not_match_their_rollouts_are_named(failed_rollouts, corrections):
     with pytest.raises(ValueError, match="correction for unknown trajectory"):
         build_sft_records([], failed_rollouts[1:], corrections, [], LEAP, 1)
@@ -210,6 +233,23 @@ def test_iteration_1_continues_training_the_previous_adapter(
     assert old.keys() == new.keys()
     assert any(not (old[k] == new[k]).all() for k in old), "one step changes the adapter"
     assert snapshot(records) == before
+
+
+def test_iteration_1_can_retrain_the_base_model_with_iteration_0_settings(
+    sft_student, failed_rollouts, corrections, sft_records_0, tiny_model_dir, staging
+):
+    leap = {**LEAP, "start_from": "base"}
+    records, _ = build_sft_records([], failed_rollouts, corrections, sft_records_0[1], leap, 1)
+    settings = {**TRAIN, "learning_rate": 2e-4, "later_iterations": {"learning_rate": 1e-6}}
+    model = {"name": tiny_model_dir}
+    for previous in (sft_student, None):  # the previous student is neither used nor needed
+        ref = train_sft_student(records, previous, settings, leap, model, 1)
+        assert ref.kind == "adapter" and ref.meta["started_from"] == tiny_model_dir
+        assert ref.meta["start_from"] == "base" and ref.meta["iteration"] == 1
+        assert ref.meta["params"]["learning_rate"] == 2e-4  # not later_iterations'
+    refined = train_sft_student(records, sft_student, settings, LEAP, model, 1)
+    assert refined.meta["start_from"] == "previous"
+    assert refined.meta["params"]["learning_rate"] == 1e-6
 
 
 def test_unknown_trainer_settings_fail_before_loading_a_model(monkeypatch, sft_records_0):

@@ -97,19 +97,25 @@ def train_iteration_student(
     model_params: dict[str, Any],
     iteration: int,
     load_kwargs: dict[str, Any],
+    from_base: bool = False,
 ) -> ModelRef:
     """Train this iteration's student with ``method`` from the model the iteration starts
     from (seed ``seed + iteration``, the ``model`` parameters' dtype); the result records
-    the iteration and is staged for the catalog."""
+    the iteration and is staged for the catalog. ``from_base`` retrains the base model
+    with iteration 0's settings (``leap.start_from: base``) instead of refining
+    ``previous`` with the ``later_iterations`` ones."""
     from leap_kalm.llm.student import model_load_kwargs
     from leap_kalm.training.runner import train_student
 
     return train_student(
         method,
         records,
-        starting_model(previous, model_params, iteration),
-        iteration_settings(settings, iteration),
+        model_params if from_base else starting_model(previous, model_params, iteration),
+        iteration_settings(settings, 0 if from_base else iteration),
         seed=seed + iteration,
         load_kwargs={**model_load_kwargs(model_params, ("dtype",)), **load_kwargs},
-        meta={"iteration": iteration},
+        meta={
+            "iteration": iteration,
+            "start_from": "base" if from_base or not iteration else "previous",
+        },
     )

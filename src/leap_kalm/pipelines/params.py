@@ -13,6 +13,7 @@ from typing import Any
 from leap_kalm.schemas import ConfigMixin
 
 TRAIN_METHODS = ("sft", "dpo")
+START_FROM = ("previous", "base")
 
 
 @dataclass
@@ -57,6 +58,12 @@ class LeapParams(ConfigMixin):
             pairs that prefer the student's approved step over that action where it was a
             candidate (``llm.records.contrast_pairs_from_kept_steps``); 0: LEAP's pairs
             only.
+        start_from: Where an SFT iteration ``i >= 1`` starts: ``previous`` (the previous
+            student, with the trainer's ``later_iterations`` settings, on the balanced
+            DAgger set) or ``base`` (DAgger as Ross et al. run it: the base model retrained
+            with iteration 0's settings on every expert episode plus the corrections of
+            iterations ``1..i``, balanced among themselves; ``dagger_expert_actions``, when
+            set, still caps the expert episodes). DPO always refines the previous student.
         seed: Seed for subsampling and sampling.
     """
 
@@ -82,6 +89,7 @@ class LeapParams(ConfigMixin):
     dagger_expert_actions: int | None = None
     trained_steps: str = "trajectory"
     dpo_contrast_ratio: float = 0.0
+    start_from: str = "previous"
     seed: int = 0
 
     def student_settings(self, max_steps: int) -> Any:
@@ -119,6 +127,10 @@ class LeapParams(ConfigMixin):
         if self.trained_steps not in TRAINED_STEPS:
             raise ValueError(
                 f"leap.trained_steps must be one of {TRAINED_STEPS}, got {self.trained_steps!r}"
+            )
+        if self.start_from not in START_FROM:
+            raise ValueError(
+                f"leap.start_from must be one of {START_FROM}, got {self.start_from!r}"
             )
         if self.dpo_contrast_ratio < 0:
             raise ValueError(

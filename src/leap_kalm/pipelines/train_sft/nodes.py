@@ -41,14 +41,13 @@ def build_sft_records(
         new = make.sft_records(*fmt, rollouts, corrections, config.trained_steps)
     pool = [r for r in previous_pool if r["iteration"] < iteration]
     pool += [{**r, "iteration": iteration} for r in new]
+    expert_share = config.dagger_expert_actions
+    if config.start_from == "base" and expert_share is None:  # retrained: every expert episode
+        expert_share = sum(make.supervised_actions(r) for r in pool if r["iteration"] == 0) or None
     records = make.dagger_training_set(
-        pool,
-        iteration,
-        config.seed,
-        config.val_fraction,
-        config.dagger_actions_per_iteration,
-        config.dagger_expert_actions,
-    )
+        pool, iteration, config.seed, config.val_fraction,
+        config.dagger_actions_per_iteration, expert_share,
+    )  # fmt: skip
     n_train = sum(r["split"] == "train" for r in records)
     logger.info(
         "SFT iteration %d: %d new records, pool %d, training on %d (train %d / val %d)",
@@ -65,7 +64,8 @@ def train_sft_student(
     model_params: dict[str, Any],
     iteration: int,
 ) -> ModelRef:
-    """LoRA SFT from the previous student (the base model at iteration 0), completion-only loss.
+    """SFT from the previous student (the base model at iteration 0, or at every iteration
+    with ``leap.start_from: base``), completion-only loss.
 
     Returns:
         The trained adapter (moved into the catalog), or a *skipped* marker when this
@@ -79,5 +79,5 @@ def train_sft_student(
     train = [r for r in sft_records if r["split"] == "train"]
     return train_iteration_student(
         "sft", train, previous_student, sft_params, config.seed, model_params, iteration,
-        {"trainable": True},
+        {"trainable": True}, from_base=config.start_from == "base",
     )  # fmt: skip

@@ -94,3 +94,40 @@ def test_only_goal_consistent_imagined_rollouts_can_be_kept():
     assert train_policy(real, params, "clevr").impl is not None
     with pytest.raises(ValueError, match="imagined_episodes must be one of"):
         OfflineRLParams(imagined_episodes="best")
+
+
+def test_every_imagined_level_is_sampled(monkeypatch):
+    """The imagined levels become one dataset whose sampler holds every level's
+    transitions (the earlier `episodes.extend` listed the later levels' episodes without
+    ever sampling them), and the batches draw from each level."""
+    from leap_kalm.training import offline_rl
+
+    seen = {}
+
+    def capture(real, mixed, config, **kwargs):
+        seen["real"], seen["mixed"] = real, mixed
+        return "fitted"
+
+    monkeypatch.setattr(offline_rl, "train_offline_rl", capture)
+    real = generate_clevr_dataset(4, 1, horizon=5, progress=False)
+    levels = {
+        "rephrase": generate_clevr_dataset(3, 2, horizon=5, progress=False),
+        "easy": generate_clevr_dataset(2, 3, horizon=5, progress=False),
+    }
+
+    def alone(data):  # one level's own dataset (a timed-out episode has one fewer transition)
+        return offline_rl.to_mdp_dataset(data, lambda t: np.zeros((len(t), 384)), 40)
+
+    assert train_policy(real, RL, "clevr", **levels) == "fitted"
+    mixed = seen["mixed"]
+    assert len(mixed.episodes) == 5
+    assert mixed.transition_count == sum(alone(v).transition_count for v in levels.values())
+    assert seen["real"].transition_count == alone(real).transition_count
+    # every transition of the easy level (the second) is in the sampler
+    np.random.seed(0)
+    easy = {id(e) for e in mixed.episodes[3:]}
+    drawn = [mixed.buffer[i][0] for i in np.random.randint(mixed.transition_count, size=200)]
+    assert 0 < sum(id(e) in easy for e in drawn) < 200
+
+    with pytest.raises(ValueError, match="at least one dataset"):
+        offline_rl.concat_datasets([])

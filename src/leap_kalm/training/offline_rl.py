@@ -15,7 +15,7 @@ effectively 1); upstream fixed it, so results here discount as configured.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,6 +157,20 @@ def algo_config(name: str, config: Mapping[str, Any], discrete: bool) -> Any:
         return config_class(**scalers(config))
     except TypeError as exc:
         raise ValueError(f"offline_rl config for {name}: {exc}") from exc
+
+
+def concat_datasets(parts: Sequence[Any]) -> Any:
+    """One d3rlpy dataset holding every episode of ``parts`` (``MDPDataset`` objects), each
+    transition sampled as often as any other. (Extending ``parts[0].episodes`` would list
+    the episodes without adding their transitions to the sampler: d3rlpy samples the
+    buffer's transitions, not its episode list.)"""
+    if not parts:
+        raise ValueError("concat_datasets needs at least one dataset")
+    out = parts[0]
+    for part in parts[1:]:
+        for episode in part.episodes:
+            out.append_episode(episode)
+    return out
 
 
 def policy_observations(states: np.ndarray, embeddings: np.ndarray) -> np.ndarray:

@@ -38,7 +38,7 @@ def train_policy(
         real-only policy beside it still trains.
     """
     from leap_kalm.llm.encoder import InstructionEncoder
-    from leap_kalm.training.offline_rl import to_mdp_dataset, train_offline_rl
+    from leap_kalm.training.offline_rl import concat_datasets, to_mdp_dataset, train_offline_rl
 
     config = OfflineRLParams.from_dict(offline_rl_params)
     action_size = _action_size(world)
@@ -67,17 +67,17 @@ def train_policy(
                 "goal_consistent leaves nothing to train on (use all)"
             )
     if imagined:
-        parts = [
-            to_mdp_dataset(data, encoder.encode, action_size, config.wordings)
-            for data in imagined.values()
-        ]
-        mixed = parts[0]
-        for part in parts[1:]:
-            mixed.episodes.extend(part.episodes)
+        mixed = concat_datasets(
+            [
+                to_mdp_dataset(data, encoder.encode, action_size, config.wordings)
+                for data in imagined.values()
+            ]
+        )
     logger.info(
         "%s: %s on %d real%s episodes, %d steps",
         world, config.algo, len(real.episodes),
-        f" + {len(mixed.episodes)} imagined ({config.imagined_ratio:.0%} of each batch)" if mixed else "",
+        f" + {len(mixed.episodes)} imagined ({mixed.transition_count} transitions, "
+        f"{config.imagined_ratio:.0%} of each batch)" if mixed else "",
         config.n_steps,
     )  # fmt: skip
     return train_offline_rl(real, mixed, config, discrete=action_size is not None, history=history)

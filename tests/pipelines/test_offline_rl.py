@@ -98,8 +98,9 @@ def test_only_goal_consistent_imagined_rollouts_can_be_kept():
 
 def test_every_imagined_level_is_sampled(monkeypatch):
     """The imagined levels become one dataset whose sampler holds every level's
-    transitions (the earlier `episodes.extend` listed the later levels' episodes without
-    ever sampling them), and the batches draw from each level."""
+    transitions (an `episodes.extend` listed the later levels' episodes without their
+    transitions), and draws from it reach each level; the policy is trained on the
+    buffers d3rlpy rebuilds from every episode."""
     from leap_kalm.training import offline_rl
 
     seen = {}

@@ -160,10 +160,11 @@ def algo_config(name: str, config: Mapping[str, Any], discrete: bool) -> Any:
 
 
 def concat_datasets(parts: Sequence[Any]) -> Any:
-    """One d3rlpy dataset holding every episode of ``parts`` (``MDPDataset`` objects), each
-    transition sampled as often as any other. (Extending ``parts[0].episodes`` would list
-    the episodes without adding their transitions to the sampler: d3rlpy samples the
-    buffer's transitions, not its episode list.)"""
+    """One d3rlpy dataset holding every episode of ``parts`` (``MDPDataset`` objects), its
+    transitions included: d3rlpy samples a buffer's transitions, which extending
+    ``parts[0].episodes`` would leave out (``train_offline_rl`` rebuilds its buffers from
+    the episode list, so training never depended on this; the count and any direct
+    sampling do)."""
     if not parts:
         raise ValueError("concat_datasets needs at least one dataset")
     out = parts[0]

@@ -132,3 +132,38 @@ def test_every_imagined_level_is_sampled(monkeypatch):
 
     with pytest.raises(ValueError, match="at least one dataset"):
         offline_rl.concat_datasets([])
+
+
+def test_a_level_can_be_repeated_in_the_imagined_data(monkeypatch):
+    """``imagined_repeats: {easy: 3}`` puts each kept easy rollout in three times (its
+    transitions three times in the sampler); a level that is not imagined, or a count
+    below 1, is a named error."""
+    from leap_kalm.training import offline_rl
+
+    seen = {}
+    monkeypatch.setattr(
+        offline_rl, "train_offline_rl", lambda real, mixed, config, **kw: seen.update(m=mixed)
+    )
+    real = generate_clevr_dataset(4, 1, horizon=5, progress=False)
+    levels = {
+        "rephrase": generate_clevr_dataset(3, 2, horizon=5, progress=False),
+        "easy": generate_clevr_dataset(2, 3, horizon=5, progress=False),
+    }
+    train_policy(real, RL, "clevr", **levels)
+    once = seen["m"]
+    train_policy(real, {**RL, "imagined_repeats": {"easy": 3}}, "clevr", **levels)
+    thrice = seen["m"]
+    easy = sum(e.transition_count for e in once.episodes[3:])
+    assert len(thrice.episodes) == 3 + 2 * 3
+    assert thrice.transition_count == once.transition_count + 2 * easy
+    first_easy = once.episodes[3].observations
+    for copy in thrice.episodes[3:6]:  # np.repeat keeps an episode's copies together
+        np.testing.assert_array_equal(copy.observations, first_easy)
+
+    with pytest.raises(
+        ValueError, match=r"imagined_repeats names \['hard'\].*levels are \['easy', 'rephrase'\]"
+    ):
+        train_policy(real, {**RL, "imagined_repeats": {"hard": 2}}, "clevr", **levels)
+    with pytest.raises(ValueError, match="imagined_repeats.easy must be a whole number >= 1"):
+        offline_rl.OfflineRLParams(imagined_repeats={"easy": 0})
+    assert train_policy(real, {**RL, "imagined_repeats": {"hard": 2}}, "clevr") is None  # real only

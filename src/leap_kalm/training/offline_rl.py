@@ -41,16 +41,22 @@ WORDINGS = ("first", "all")
 
 
 def select_episodes(data: Mapping[str, Any], keep: Any) -> dict[str, Any]:
-    """A KALM-layout dataset restricted to the episodes where ``keep`` (N booleans) holds:
-    every array whose first axis is the episodes is indexed, the rest is kept as is."""
-    import numpy as np
-
-    keep = np.asarray(keep, dtype=bool)
-    n = len(keep)
+    """A KALM-layout dataset restricted to the episodes where ``keep`` (N booleans, or
+    episode indices, which may repeat) holds: every array whose first axis is the
+    episodes is indexed, the rest is kept as is."""
+    keep = np.asarray(keep)
+    n = len(np.asarray(data["masks"]))
+    if keep.dtype == bool and len(keep) != n:
+        raise ValueError(f"select_episodes: {len(keep)} flags for {n} episodes")
     return {
         k: (np.asarray(v)[keep] if isinstance(v, np.ndarray) and v.ndim and len(v) == n else v)
         for k, v in data.items()
     }
+
+
+def repeat_episodes(data: Mapping[str, Any], times: int) -> dict[str, Any]:
+    """A KALM-layout dataset with each episode ``times`` times (``imagined_repeats``)."""
+    return select_episodes(data, np.repeat(np.arange(len(np.asarray(data["masks"]))), times))
 
 
 @dataclass
@@ -71,6 +77,11 @@ class OfflineRLParams(ConfigMixin):
         wordings: Which of an episode's recorded instructions the policy sees: ``first``
             (KALM's scripts) or ``all`` (the episode once per wording, so the policy meets
             every paraphrase the data holds).
+        imagined_repeats: Level name → how many times each of that level's (kept)
+            imagined rollouts appears in the imagined data, e.g. ``{easy: 10}``. d3rlpy
+            draws the imagined share of a batch uniformly over imagined transitions, so a
+            level of one-step rollouts (CLEVR's easy pushes) is otherwise a few percent of
+            it beside multi-step levels (docs/results.md). Default: each once.
         seed: Seed of d3rlpy (sampling and initialisation).
     """
 
@@ -81,6 +92,7 @@ class OfflineRLParams(ConfigMixin):
     imagined_ratio: float = 0.5
     imagined_episodes: str = "all"
     wordings: str = "first"
+    imagined_repeats: dict[str, int] = field(default_factory=dict)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -96,6 +108,11 @@ class OfflineRLParams(ConfigMixin):
             raise ValueError(
                 f"offline_rl wordings must be one of {WORDINGS}, got {self.wordings!r}"
             )
+        for level, times in self.imagined_repeats.items():
+            if not isinstance(times, int) or isinstance(times, bool) or times < 1:
+                raise ValueError(
+                    f"offline_rl imagined_repeats.{level} must be a whole number >= 1, got {times!r}"
+                )
         if self.n_steps <= 0 or self.n_steps_per_epoch <= 0:
             raise ValueError("offline_rl n_steps and n_steps_per_epoch must be positive")
 

@@ -6,7 +6,12 @@ import logging
 from typing import Any
 
 from leap_kalm.envs.registry import get_world
-from leap_kalm.training.offline_rl import NotTrained, OfflineRLParams, select_episodes
+from leap_kalm.training.offline_rl import (
+    NotTrained,
+    OfflineRLParams,
+    repeat_episodes,
+    select_episodes,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +63,12 @@ def train_policy(
         logger.warning(reason)
         return NotTrained(reason)
     imagined = {k: v for k, v in imagined.items() if v is not None}
+    unknown = sorted(set(config.imagined_repeats) - set(imagined)) if imagined else []
+    if unknown:  # policy_real has no imagined levels and shares these parameters
+        raise ValueError(
+            f"{world}: offline_rl imagined_repeats names {unknown}, which are not imagined "
+            f"levels here; the levels are {sorted(imagined)}"
+        )
     if config.imagined_episodes == "goal_consistent" and imagined:  # policy_real has none
         imagined = {k: select_episodes(v, v["goal_consistent"]) for k, v in imagined.items()}
         imagined = {k: v for k, v in imagined.items() if len(v["masks"])}
@@ -66,6 +77,10 @@ def train_policy(
                 f"{world}: no imagined rollout reaches its goal, so imagined_episodes: "
                 "goal_consistent leaves nothing to train on (use all)"
             )
+    imagined = {
+        k: repeat_episodes(v, config.imagined_repeats[k]) if k in config.imagined_repeats else v
+        for k, v in imagined.items()
+    }
     if imagined:
         mixed = concat_datasets(
             [

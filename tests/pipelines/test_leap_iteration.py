@@ -125,7 +125,12 @@ def test_train_iteration_student_seeds_and_labels_the_iteration(monkeypatch):
         "settings": {"beta": 0.1},
         "seed": 7,
         "load_kwargs": {"dtype": "float32", "merge_adapter": True},
-        "meta": {"iteration": 2},
+        "meta": {"iteration": 2, "start_from": "previous"},
     }
     rules.train_iteration_student("sft", [], None, {}, 5, model, 0, {})
-    assert seen["start"] is model and seen["seed"] == 5 and seen["meta"] == {"iteration": 0}
+    assert seen["start"] is model and seen["seed"] == 5
+    assert seen["meta"] == {"iteration": 0, "start_from": "base"}
+    later = {"learning_rate": 1e-4, "later_iterations": {"learning_rate": 3e-5}}
+    rules.train_iteration_student("sft", [], TRAINED, later, 5, model, 2, {}, from_base=True)
+    assert seen["start"] is model and seen["settings"] == {"learning_rate": 1e-4}
+    assert seen["seed"] == 7 and seen["meta"] == {"iteration": 2, "start_from": "base"}

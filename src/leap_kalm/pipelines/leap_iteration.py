@@ -107,15 +107,13 @@ def train_iteration_student(
     from leap_kalm.llm.student import model_load_kwargs
     from leap_kalm.training.runner import train_student
 
+    trained_as = 0 if from_base else iteration  # retraining from the base is iteration 0's job
     return train_student(
         method,
         records,
-        model_params if from_base else starting_model(previous, model_params, iteration),
-        iteration_settings(settings, 0 if from_base else iteration),
+        starting_model(previous, model_params, trained_as),
+        iteration_settings(settings, trained_as),
         seed=seed + iteration,
         load_kwargs={**model_load_kwargs(model_params, ("dtype",)), **load_kwargs},
-        meta={
-            "iteration": iteration,
-            "start_from": "base" if from_base or not iteration else "previous",
-        },
+        meta={"iteration": iteration, "start_from": "previous" if trained_as else "base"},
     )

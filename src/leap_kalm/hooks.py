@@ -3,6 +3,7 @@ time and peak memory."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import logging
@@ -193,10 +194,19 @@ def _peak_rss_mb() -> float:
     return _maxrss_mb()
 
 
+@dataclasses.dataclass(frozen=True)
+class _Named:
+    """A node known only by its name (what ``_record`` reads)."""
+
+    name: str
+
+
 class ResourceHook:
     """Each node's wall time and peak memory, logged and appended as one JSON line per node
-    to ``<data_root>/08_reporting/node_resources.jsonl`` as soon as the node ends (so an
-    interrupted run keeps what it measured).
+    to ``<data_root>/08_reporting/node_resources.jsonl`` as soon as the node ends, its
+    outputs saved (so an interrupted run keeps what it measured). The save counts: a
+    resumable producer (expert logs, rollouts, evaluation) does its work while its
+    ``JSONLDataset`` writes it, after Kedro's ``after_node_run``.
 
     A row holds ``run`` (when the run started), ``pipeline``, ``node``, ``status`` (done or
     failed), ``wall_s``, ``peak_rss_mb`` (the kedro process's peak during the node, reset
@@ -213,6 +223,7 @@ class ResourceHook:
         self._run = ""
         self._pipeline = ""
         self._started: dict[str, tuple[float, float, bool]] = {}
+        self._saving: dict[str, set[str]] = {}  # node -> outputs not saved yet
 
     @hook_impl
     def after_context_created(self, context: Any) -> None:
@@ -234,12 +245,35 @@ class ResourceHook:
         self._started[node.name] = (time.perf_counter(), _maxrss_mb(children=True), reset)
 
     @hook_impl
-    def after_node_run(self, node: Any) -> None:
-        self._record(node, "done")
+    def after_node_run(self, node: Any, outputs: dict[str, Any]) -> None:
+        # A resumable producer does its work while its dataset saves it, after this
+        # hook: the row is written once the node's last output is saved.
+        pending = set(outputs or ())
+        if pending and node.name in self._started:
+            self._saving[node.name] = pending
+        else:
+            self._record(node, "done")
+
+    @hook_impl
+    def after_dataset_saved(self, dataset_name: str, node: Any) -> None:
+        pending = self._saving.get(node.name)
+        if pending is None:
+            return
+        pending.discard(dataset_name)
+        if not pending:
+            del self._saving[node.name]
+            self._record(node, "done")
 
     @hook_impl
     def on_node_error(self, error: Exception, node: Any) -> None:
         self._record(node, "failed")
+
+    @hook_impl
+    def on_pipeline_error(self, error: Exception) -> None:
+        """A node whose outputs failed to save (an interrupted producer) is recorded as failed."""
+        for name in list(self._saving):
+            del self._saving[name]
+            self._record(_Named(name), "failed")
 
     def _record(self, node: Any, status: str) -> None:
         if node.name not in self._started:

@@ -3,7 +3,6 @@ time and peak memory."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import logging
@@ -194,13 +193,6 @@ def _peak_rss_mb() -> float:
     return _maxrss_mb()
 
 
-@dataclasses.dataclass(frozen=True)
-class _Named:
-    """A node known only by its name (what ``_record`` reads)."""
-
-    name: str
-
-
 class ResourceHook:
     """Each node's wall time and peak memory, logged and appended as one JSON line per node
     to ``<data_root>/08_reporting/node_resources.jsonl`` as soon as the node ends, its
@@ -223,7 +215,7 @@ class ResourceHook:
         self._run = ""
         self._pipeline = ""
         self._started: dict[str, tuple[float, float, bool]] = {}
-        self._saving: dict[str, set[str]] = {}  # node -> outputs not saved yet
+        self._saving: dict[str, tuple[Any, set[str]]] = {}  # name -> (node, outputs not saved yet)
 
     @hook_impl
     def after_context_created(self, context: Any) -> None:
@@ -250,15 +242,15 @@ class ResourceHook:
         # hook: the row is written once the node's last output is saved.
         pending = set(outputs or ())
         if pending and node.name in self._started:
-            self._saving[node.name] = pending
+            self._saving[node.name] = (node, pending)
         else:
             self._record(node, "done")
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, node: Any) -> None:
-        pending = self._saving.get(node.name)
-        if pending is None:
+        if node.name not in self._saving:
             return
+        pending = self._saving[node.name][1]
         pending.discard(dataset_name)
         if not pending:
             del self._saving[node.name]
@@ -271,9 +263,9 @@ class ResourceHook:
     @hook_impl
     def on_pipeline_error(self, error: Exception) -> None:
         """A node whose outputs failed to save (an interrupted producer) is recorded as failed."""
-        for name in list(self._saving):
-            del self._saving[name]
-            self._record(_Named(name), "failed")
+        for node, _ in list(self._saving.values()):
+            del self._saving[node.name]
+            self._record(node, "failed")
 
     def _record(self, node: Any, status: str) -> None:
         if node.name not in self._started:

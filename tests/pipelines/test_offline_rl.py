@@ -76,8 +76,9 @@ def test_the_kalm_policy_trains_on_kalm_files_and_without_imagined_data_is_not_t
 
 def test_only_goal_consistent_imagined_rollouts_can_be_kept():
     """``imagined_episodes: goal_consistent`` trains on the imagined rollouts whose generated
-    states reach their goal; with none, it says so instead of training on real data alone."""
-    from leap_kalm.training.offline_rl import OfflineRLParams, select_episodes
+    states reach their goal; with none, the policy is not trained (the run goes on to the
+    real-only policy and the evaluation) and says why, instead of training on real data alone."""
+    from leap_kalm.training.offline_rl import NotTrained, OfflineRLParams, select_episodes
 
     real = generate_clevr_dataset(4, 1, horizon=5, progress=False)
     imagined = {**generate_clevr_dataset(3, 2, horizon=5, progress=False)}
@@ -88,8 +89,10 @@ def test_only_goal_consistent_imagined_rollouts_can_be_kept():
     params = {**RL, "imagined_episodes": "goal_consistent"}
     assert train_policy(real, params, "clevr", rephrase=imagined).impl is not None
     none = {**imagined, "goal_consistent": np.zeros(3, dtype=bool)}
-    with pytest.raises(ValueError, match="no imagined rollout reaches its goal"):
-        train_policy(real, params, "clevr", rephrase=none)
+    untrained = train_policy(real, params, "clevr", rephrase=none)
+    assert isinstance(untrained, NotTrained)
+    assert untrained.reason.startswith("clevr: no imagined rollout reaches its goal")
+    assert "clevr.offline_rl.imagined_episodes=all" in untrained.reason
     # The real-only policy shares the parameters and has no imagined data to filter.
     assert train_policy(real, params, "clevr").impl is not None
     with pytest.raises(ValueError, match="imagined_episodes must be one of"):

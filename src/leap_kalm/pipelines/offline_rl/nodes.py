@@ -33,14 +33,12 @@ def train_policy(
     KALM's own generated rollouts when ``kalm_imagined_data`` is given, else the imagined
     levels given as keyword arguments. With neither argument: real data only.
 
-    Raises:
-        ValueError: When ``imagined_episodes: goal_consistent`` leaves no imagined rollout.
-
     Returns:
         The fitted d3rlpy algorithm (saved as ``.d3`` by the catalog); d3rlpy's per-epoch
         metrics are appended to ``history`` when it is given. When imagined data is expected
         (the imagined levels are inputs) and none exists, a ``NotTrained`` saying so: the
-        real-only policy beside it still trains.
+        real-only policy beside it still trains. The same when ``imagined_episodes:
+        goal_consistent`` leaves no imagined rollout.
     """
     from leap_kalm.llm.encoder import InstructionEncoder
     from leap_kalm.training.offline_rl import concat_datasets, to_mdp_dataset, train_offline_rl
@@ -73,10 +71,14 @@ def train_policy(
         imagined = {k: select_episodes(v, v["goal_consistent"]) for k, v in imagined.items()}
         imagined = {k: v for k, v in imagined.items() if len(v["masks"])}
         if not imagined:
-            raise ValueError(
+            reason = (
                 f"{world}: no imagined rollout reaches its goal, so imagined_episodes: "
-                "goal_consistent leaves nothing to train on (use all)"
+                "goal_consistent leaves nothing to train on and the real + imagined policy "
+                "is not trained; imagine more goals (imagine.n_per_level) or pass "
+                f"--params {world}.offline_rl.imagined_episodes=all"
             )
+            logger.warning(reason)
+            return NotTrained(reason)
     imagined = {
         k: repeat_episodes(v, config.imagined_repeats[k]) if k in config.imagined_repeats else v
         for k, v in imagined.items()

@@ -42,27 +42,44 @@ def test_the_expert_buys_the_goal_product_and_the_task_parses(games_dir):
         )
 
 
-def test_option_reasons_state_the_pages_options_before_the_one_asked_for(games_dir):
-    """Every option click's reason lists the option buttons the page shows, then the value
-    the instruction asks for, which is the one clicked."""
+def test_item_reasons_state_the_options_asked_for_and_chosen_before_deciding(games_dir):
+    """Every option click's and purchase's reason lists the option buttons the page shows,
+    the options the instruction asks for, the ones the page shows chosen, and then the
+    decision: the next option asked for not chosen yet (the one clicked), or buying once
+    all are chosen."""
     import re
 
-    n_options = 0
-    for game in world.list_games("train", 10, games_dir=games_dir):
-        for step in world.run_expert(game, max_steps=15, seed=0)["steps"]:
+    n_options = n_buys = n_two = 0
+    for game in world.list_games("train", 20, games_dir=games_dir):
+        for step in world.run_expert(game, max_steps=15, seed=0, searches="page")["steps"]:
             match = re.fullmatch(
-                r"This item offers (.+); the instruction asks for (.+)\.", step["reason"]
+                r"This item offers (.+); the instruction asks for (.+); chosen: (.+); "
+                r"(next (.+)|all chosen, so buy)\.",
+                step["reason"],
             )
             if match is None:
+                assert not step["reason"].startswith("This item offers") or "back to the" in (
+                    step["reason"]
+                ), step["reason"]
                 continue
-            n_options += 1
-            shown = re.findall(
-                r"\[(?:clicked )?button\] ([^\[]+?) \[(?:clicked )?button_\]", step["observation"]
+            offered, asked = match.group(1).split(", "), match.group(2).split(", ")
+            shown = re.findall(r"\[button\] ([^\[]+?) \[button_\]", step["observation"])
+            clicked = re.findall(
+                r"\[clicked button\] ([^\[]+?) \[clicked button_\]", step["observation"]
             )
-            assert set(match.group(1).split(", ")) <= {b.lower() for b in shown}
-            assert step["action"] == f"click[{match.group(2)}]"
-            assert match.group(2) in match.group(1).split(", ")
-    assert n_options > 0
+            assert set(offered) <= {b.lower() for b in shown + clicked}
+            assert set(asked) <= set(offered)
+            chosen = [] if match.group(3) == "none" else match.group(3).split(", ")
+            assert set(chosen) == set(asked) & {c.lower() for c in clicked}
+            n_two += len(asked) > 1
+            if match.group(5) is not None:
+                n_options += 1
+                assert step["action"] == f"click[{match.group(5)}]"
+                assert match.group(5) in asked and match.group(5) not in chosen
+            else:
+                n_buys += 1
+                assert step["action"] == "click[buy now]" and chosen == asked
+    assert n_options > 0 and n_buys > 0 and n_two > 0
 
 
 def test_the_privileged_state_names_the_target(games_dir):

@@ -57,12 +57,26 @@ def _offers(product: dict[str, Any]) -> str:
 
 
 def _choose_options_or_buy(env: WebShopEnv) -> tuple[str, str]:
-    """On the open item's page: the next goal option it offers not chosen yet, else buy."""
+    """On the open item's page: the next goal option it offers not chosen yet, else buy.
+
+    Each reason states every option asked for and which of them the page shows chosen,
+    then the decision (``next <value>``, or buy once all are chosen). A student taught
+    reasons naming only the option about to be clicked bought after the first of two
+    (``docs/webshop.md``).
+    """
     product = env.shop.by_asin[env._asin]
-    for name, value in wanted_options(product, env.goal).items():
+    wanted = wanted_options(product, env.goal)
+    chosen = [v for name, v in wanted.items() if env._options.get(name) == v]
+    state = (
+        f"the instruction asks for {', '.join(wanted.values())}; "
+        f"chosen: {', '.join(chosen) if chosen else 'none'}"
+    )
+    for name, value in wanted.items():
         if env._options.get(name) != value:
-            return f"click[{value}]", f"{_offers(product)}; the instruction asks for {value}."
-    return "click[buy now]", "The item and its options match the instruction and the price limit."
+            return f"click[{value}]", f"{_offers(product)}; {state}; next {value}."
+    if not wanted:
+        return "click[buy now]", "The item matches the instruction and the price limit."
+    return "click[buy now]", f"{_offers(product)}; {state}; all chosen, so buy."
 
 
 def _under_limit(goal: dict[str, Any]) -> str:

@@ -58,10 +58,8 @@ def test_item_reasons_state_the_options_asked_for_and_chosen_before_deciding(gam
                 step["reason"],
             )
             if match is None:
-                assert (
-                    not step["reason"].startswith("This item offers")
-                    or "back to the" in (step["reason"])
-                ), step["reason"]
+                reason = step["reason"]
+                assert not reason.startswith("This item offers") or "back to the" in reason, reason
                 continue
             offered, asked = match.group(1).split(", "), match.group(2).split(", ")
             shown = re.findall(r"\[button\] ([^\[]+?) \[button_\]", step["observation"])

@@ -67,13 +67,13 @@ def _choose_options_or_buy(env: WebShopEnv) -> tuple[str, str]:
     product = env.shop.by_asin[env._asin]
     wanted = wanted_options(product, env.goal)
     chosen = [v for name, v in wanted.items() if env._options.get(name) == v]
+    to_choose = [v for name, v in wanted.items() if env._options.get(name) != v]
     state = (
         f"the instruction asks for {', '.join(wanted.values())}; "
         f"chosen: {', '.join(chosen) if chosen else 'none'}"
     )
-    for name, value in wanted.items():
-        if env._options.get(name) != value:
-            return f"click[{value}]", f"{_offers(product)}; {state}; next {value}."
+    if to_choose:
+        return f"click[{to_choose[0]}]", f"{_offers(product)}; {state}; next {to_choose[0]}."
     if not wanted:
         return "click[buy now]", "The item matches the instruction and the price limit."
     return "click[buy now]", f"{_offers(product)}; {state}; all chosen, so buy."

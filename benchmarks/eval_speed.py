@@ -1,12 +1,17 @@
 """Benchmark: evaluation speed of the rollout engine vs LEAP's way, factor by factor.
 
-The same held-out ALFWorld games are played end to end (environment steps included) by
-the same student, greedily, in four set-ups that add one factor at a time:
+The same held-out games (ALFWorld, or WebShop goals with ``--env webshop``) are played end
+to end (environment steps included) by the same student, greedily, in set-ups that add
+one factor at a time:
 
 1. LEAP's way: one episode at a time, the whole prompt re-encoded every step, fp32;
 2. + batching: ``--batch`` episodes decoded together (still re-encoding, fp32);
-3. + cache: each episode's KV cache reused, new tokens prefilled in one batched forward;
-4. + bf16: the student's weights in bf16 (where the CPU computes bf16 natively).
+3. + cache: each episode's KV cache reused, new tokens prefilled in one padded forward;
+4. + bf16: the student's weights in bf16 (where the CPU computes bf16 natively);
+5. + per-episode prefill: each episode's new tokens in a forward of their own (no
+   padding to the batch's longest), the default since the seventeenth session.
+
+``--setups 4,5`` runs a subset (numbers as above; ratios then compare neighbours).
 
 Set-ups run in alternating rounds so that all see the same machine load; the report gives
 episode-steps/s and episodes/s (medians over rounds), each factor's ratio, and how many
@@ -15,6 +20,10 @@ actions agree with set-up 1 (fp32 set-ups should agree exactly; bf16 may drift).
     OMP_NUM_THREADS=2 .venv/bin/python benchmarks/eval_speed.py \
         --student data/learn/06_models/alfworld/iter0/student_sft/<version>/student_sft \
         --games data/learn/01_raw/alfworld/games_index.json
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/eval_speed.py --env webshop --split test \
+        --student data/learn/06_models/webshop/iter0/student_sft/<version>/student_sft \
+        --games data/learn/01_raw/webshop/games_index.json --max-steps 15 --max-new-tokens 96 \
+        --batch 20 --episodes 40 --setups 4,5
 
 Writes benchmarks/results/eval_speed.md.
 """
@@ -33,47 +42,51 @@ from leap_kalm.llm.generation import EpisodeGenerator, SamplingParams
 from leap_kalm.llm.models import load_model
 
 SETUPS = [
-    # label, batched, reuse cache, dtype
-    ("LEAP's way: one episode, re-encode, fp32", False, False, "float32"),
-    ("+ batching", True, False, "float32"),
-    ("+ KV cache, batched prefill", True, True, "float32"),
-    ("+ bf16 weights", True, True, "bfloat16"),
+    # label, batched, reuse cache, dtype, prefill
+    ("LEAP's way: one episode, re-encode, fp32", False, False, "float32", "batch"),
+    ("+ batching", True, False, "float32", "batch"),
+    ("+ KV cache, batched prefill", True, True, "float32", "batch"),
+    ("+ bf16 weights", True, True, "bfloat16", "batch"),
+    ("+ per-episode prefill", True, True, "bfloat16", "episode"),
 ]
 
 
-def load_games(path: Path, split: str, n: int, max_steps: int) -> list:
+def load_games(env: str, path: Path, split: str, n: int, max_steps: int) -> list:
     if not path.exists():
         raise SystemExit(f"{path} does not exist; run `kedro run --pipeline=ingest` first")
     index = json.loads(path.read_text())
     games = index["games"] if isinstance(index, dict) else index
-    specs = episode_specs("alfworld", games, split, max_steps)[:n]
+    specs = episode_specs(env, games, split, max_steps)[:n]
     if len(specs) < n:
         raise SystemExit(f"{path}: only {len(specs)} {split} games, asked for {n}")
     return specs
 
 
-def one_pass(models: dict, specs: list, setup: tuple, batch: int, max_steps: int, fmt: str) -> dict:
-    label, batched, reuse, dtype = setup
+def one_pass(models: dict, specs: list, setup: tuple, args: argparse.Namespace) -> dict:
+    label, batched, reuse, dtype, prefill = setup
+    batch, max_steps, fmt = args.batch, args.max_steps, args.prompt_format
     model, tokenizer = models[dtype]
     size = batch if batched else 1
     generator = EpisodeGenerator(
         model,
         tokenizer,
-        SamplingParams(max_new_tokens=48, temperature=0.0),
+        SamplingParams(max_new_tokens=args.max_new_tokens, temperature=0.0),
         reuse_cache=reuse,
         max_batch=size,
+        prefill=prefill,
     )
     settings = StudentSettings(
-        "alfworld", None, max_steps, size, prompt_format=fmt, action_selection="generate"
+        args.env, None, max_steps, size, prompt_format=fmt, action_selection="generate"
     )
     policy = StudentPolicy(generator, settings, "benchmark")
     start = time.perf_counter()
-    trajectories = sorted(roll_out(specs, policy, "alfworld"), key=lambda t: t["game_id"])
+    trajectories = sorted(roll_out(specs, policy, args.env), key=lambda t: t["game_id"])
     seconds = time.perf_counter() - start
     return {
         "seconds": seconds,
         "steps": sum(len(t["steps"]) for t in trajectories),
         "won": sum(bool(t["success"]) for t in trajectories),
+        "score": sum(t.get("score") or 0.0 for t in trajectories),
         "actions": [[s["action"] for s in t["steps"]] for t in trajectories],
         "encoded": generator.stats.encoded_tokens,
         "prompt": generator.stats.prompt_tokens,
@@ -89,6 +102,7 @@ def agreement(actions: list, reference: list) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--env", default="alfworld", choices=["alfworld", "webshop"])
     parser.add_argument("--student", default="smollm2-135m-instruct")
     parser.add_argument("--games", default="data/01_raw/alfworld/games_index.json")
     parser.add_argument("--split", default="valid_unseen")
@@ -97,34 +111,37 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--prompt-format", default="conversation")
+    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--setups", default="1,2,3,4,5", help="which set-ups, by number")
+    parser.add_argument("--report", default="eval_speed", help="report name in benchmarks/results")
     args = parser.parse_args()
-    specs = load_games(Path(args.games), args.split, args.episodes, args.max_steps)
+    setups = [SETUPS[int(i) - 1] for i in args.setups.split(",")]
+    specs = load_games(args.env, Path(args.games), args.split, args.episodes, args.max_steps)
     models = {}
-    for dtype in sorted({s[3] for s in SETUPS}):
+    for dtype in sorted({s[3] for s in setups}):
         model, tokenizer = load_model(args.student, device="cpu", dtype=dtype)
         model.requires_grad_(False)
         models[dtype] = (model, tokenizer)
-    runs: dict[str, list[dict]] = {s[0]: [] for s in SETUPS}
+    runs: dict[str, list[dict]] = {s[0]: [] for s in setups}
     for _ in range(args.rounds):
-        for setup in SETUPS:
-            runs[setup[0]].append(
-                one_pass(models, specs, setup, args.batch, args.max_steps, args.prompt_format)
-            )
+        for setup in setups:
+            runs[setup[0]].append(one_pass(models, specs, setup, args))
             print(setup[0], round(runs[setup[0]][-1]["seconds"], 1), "s", flush=True)
-    reference = runs[SETUPS[0][0]][0]
+    reference = runs[setups[0][0]][0]
     lines = [
-        "# Evaluation speed: the rollout engine vs LEAP's way",
+        f"# Evaluation speed ({args.env}): the rollout engine vs LEAP's way",
         "",
         f"Student `{args.student}`, {args.episodes} `{args.split}` games played to the end or "
-        f"{args.max_steps} steps, greedy, `{args.prompt_format}` prompts, 48 new tokens at most; "
-        f"batch {args.batch}; set-ups alternated, medians of {args.rounds} round(s).",
+        f"{args.max_steps} steps, greedy, `{args.prompt_format}` prompts, {args.max_new_tokens} "
+        f"new tokens at most; batch {args.batch}; set-ups alternated, medians of {args.rounds} "
+        "round(s).",
         "",
-        "| set-up | wall s | episode-steps | steps/s | episodes/s | tokens encoded | vs previous | vs LEAP's way | actions as LEAP's way | won |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| set-up | wall s | episode-steps | steps/s | episodes/s | tokens encoded | vs previous | vs first | actions as the first | won | score |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     previous = None
     base = None
-    for label, *_ in SETUPS:
+    for label, *_ in setups:
         r = runs[label][0]
         seconds = statistics.median(x["seconds"] for x in runs[label])
         rate = r["steps"] / seconds
@@ -133,7 +150,8 @@ def main() -> None:
         lines.append(
             f"| {label} | {seconds:.1f} | {r['steps']} | {rate:.2f} | {args.episodes / seconds:.3f} | "
             f"{r['encoded']} of {r['prompt']} | {step_up} | {rate / base:.2f}× | "
-            f"{agreement(r['actions'], reference['actions']):.0%} | {r['won']} |"
+            f"{agreement(r['actions'], reference['actions']):.0%} | {r['won']} | "
+            f"{100 * r['score'] / args.episodes:.1f} |"
         )
         previous = rate
     lines += [
@@ -143,7 +161,7 @@ def main() -> None:
     ]
     from _report import write_report
 
-    write_report("eval_speed", lines)
+    write_report(args.report, lines)
 
 
 if __name__ == "__main__":

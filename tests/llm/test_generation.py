@@ -43,10 +43,11 @@ def _episode_prompts(gen, n_steps, name):
     return prompts
 
 
-def test_batched_cached_greedy_equals_plain_generate(tiny):
+@pytest.mark.parametrize("prefill", ["episode", "batch"])
+def test_batched_cached_greedy_equals_plain_generate(tiny, prefill):
     model, tokenizer = tiny
     sampling = SamplingParams(max_new_tokens=12, temperature=0.0, stop_after_action=False)
-    gen = EpisodeGenerator(model, tokenizer, sampling)
+    gen = EpisodeGenerator(model, tokenizer, sampling, prefill=prefill)
     episodes = {name: _episode_prompts(gen, 4, name) for name in ("a", "bb", "ccc")}
     first_step_reused = first_step_tokens = 0
     for step in range(4):
@@ -62,6 +63,41 @@ def test_batched_cached_greedy_equals_plain_generate(tiny):
     later_reused = gen.stats.reused_tokens - first_step_reused
     assert later_reused / (gen.stats.prompt_tokens - first_step_tokens) > 0.6
     assert gen.stats.encoded_tokens + gen.stats.reused_tokens == gen.stats.prompt_tokens
+
+
+def test_episodes_of_different_lengths_get_the_same_answers_from_either_prefill(tiny):
+    """Episodes joining a batch late (short history) beside long ones, and one whose
+    prompt adds a single token: per-episode and padded prefill give the same greedy
+    answers as plain generation, and the per-episode cache ends where every row ends."""
+    model, tokenizer = tiny
+    sampling = SamplingParams(max_new_tokens=8, temperature=0.0, stop_after_action=False)
+    gens = {
+        m: EpisodeGenerator(model, tokenizer, sampling, prefill=m) for m in ("episode", "batch")
+    }
+    long = _episode_prompts(gens["batch"], 6, "long")
+    short = _episode_prompts(gens["batch"], 1, "short")[0]
+    for gen in gens.values():
+        gen.generate(long[:5], [f"long{i}" for i in range(5)])
+    answers = {}
+    for mode, gen in gens.items():
+        gen.generate([long[4]], ["long4"])  # cached whole: only its last token is new
+        answers[mode] = gen.generate([long[5], short, long[4] + "x"], ["long4", "short", "long3"])
+        cache, mask, spans = gen._prefill(
+            ["long4", "short"], gen._encode_prompts([long[5], short]), 3
+        )
+        if mode == "episode":
+            assert {last for _, last in spans} == {mask.shape[1] - 3}
+        assert [last - first for first, last in spans] == [
+            len(tokenizer(p, add_special_tokens=False)["input_ids"]) - 1 for p in (long[5], short)
+        ]
+        assert mask.sum(dim=1).tolist() == [last - first for first, last in spans]
+    expected = [_reference(model, tokenizer, p, 8) for p in (long[5], short, long[4] + "x")]
+    assert answers["episode"] == answers["batch"] == expected
+
+
+def test_unknown_prefill_mode(tiny):
+    with pytest.raises(ValueError, match="prefill must be one of"):
+        EpisodeGenerator(*tiny, prefill="padded")
 
 
 def test_without_cache_reuse_everything_is_encoded(tiny):
@@ -107,11 +143,12 @@ def test_mismatched_keys():
         EpisodeGenerator.generate(object.__new__(EpisodeGenerator), ["a", "b"], ["k"])
 
 
-def test_scores_are_the_summed_log_probabilities_of_a_full_forward(tiny):
+@pytest.mark.parametrize("prefill", ["episode", "batch"])
+def test_scores_are_the_summed_log_probabilities_of_a_full_forward(tiny, prefill):
     import torch
 
     model, tokenizer = tiny
-    gen = EpisodeGenerator(model, tokenizer, SamplingParams(max_new_tokens=4))
+    gen = EpisodeGenerator(model, tokenizer, SamplingParams(max_new_tokens=4), prefill=prefill)
     prompt = gen.chat_prompt([{"role": "user", "content": "go to the fridge"}])
     options = ["go to fridge 1", "look", "take apple 1 from countertop 2"]
     scores = gen.score([prompt], ["ep"], [options])[0]
@@ -125,7 +162,7 @@ def test_scores_are_the_summed_log_probabilities_of_a_full_forward(tiny):
         expected = sum(float(logprobs[len(ids) - 1 + k, tok]) for k, tok in enumerate(tail))
         assert score == pytest.approx(expected, abs=1e-4)
     # scored again: the prompt comes from the cache, the scores do not change
-    small = EpisodeGenerator(model, tokenizer, SamplingParams(), max_batch=2)
+    small = EpisodeGenerator(model, tokenizer, SamplingParams(), max_batch=2, prefill=prefill)
     assert small.score([prompt], ["ep"], [options])[0] == pytest.approx(scores, abs=1e-4)
     assert gen.score([prompt], ["ep"], [options])[0] == pytest.approx(scores, abs=1e-4)
     assert gen.stats.reused_tokens >= len(ids) - 1

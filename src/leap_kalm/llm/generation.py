@@ -3,13 +3,15 @@
 An agent's prompt at step ``t+1`` repeats step ``t``'s prompt and adds a little. The
 :class:`EpisodeGenerator` keeps, per episode, the token ids it has encoded and their KV
 cache; at each call it finds the longest common token prefix with the new prompt and
-encodes only the rest. A batch of episodes shares one static cache: each row's reused
-tokens are copied in so that they end at a common slot, the new tokens of all rows are
-encoded together in one forward from there (batched prefill), and decoding then writes
-one slot per step in place (no copy of the batch's keys and values per token). Each row
-has its own attention mask (its gaps are masked) and positions. Decoding stops per row
-once the ``ACTION:`` line is complete (or at end of turn), so the model never rambles
-past its action.
+encodes only the rest. Each episode's new tokens are encoded in a forward of their own,
+on top of its cached tokens (``prefill="episode"``: no padding, and no attention to
+another episode's longer history), or all together in one padded forward
+(``prefill="batch"``, the older way; episodes whose new tokens differ in length pay for
+the longest). The episodes' caches are then copied into one static cache so that they all
+end at a common slot, and decoding writes one slot per step in place for the whole batch
+(no copy of the batch's keys and values per token). Each row has its own attention mask
+(its gaps are masked) and positions. Decoding stops per row once the ``ACTION:`` line is
+complete (or at end of turn), so the model never rambles past its action.
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ class GenerationStats:
         return self.reused_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
+PREFILL_MODES = ("episode", "batch")
+
+
 def action_line_finished(text: str) -> bool:
     """True once ``text`` holds an ``ACTION:`` marker followed by a complete, non-empty line."""
     index = text.upper().rfind("ACTION:")
@@ -82,6 +87,9 @@ class EpisodeGenerator:
         sampling: Sampling settings.
         reuse_cache: Keep per-episode caches between calls (off: encode every prompt whole).
         max_batch: Decode at most this many episodes together.
+        prefill: ``episode`` (each episode's new tokens in a forward of their own) or
+            ``batch`` (one padded forward for the batch). Same answers up to rounding;
+            ``episode`` wastes no compute on padding (benchmarks/eval_speed.py).
     """
 
     def __init__(
@@ -91,14 +99,18 @@ class EpisodeGenerator:
         sampling: SamplingParams | None = None,
         reuse_cache: bool = True,
         max_batch: int = 16,
+        prefill: str = "episode",
     ) -> None:
         import torch
 
+        if prefill not in PREFILL_MODES:
+            raise ValueError(f"prefill must be one of {PREFILL_MODES}, got {prefill!r}")
         self.model = model
         self.tokenizer = tokenizer
         self.sampling = sampling or SamplingParams()
         self.reuse_cache = reuse_cache
         self.max_batch = max_batch
+        self.prefill = prefill
         self.stats = GenerationStats()
         self._caches: dict[Hashable, tuple[list[int], Any]] = {}
         self._rngs: dict[Hashable, Any] = {}
@@ -248,32 +260,94 @@ class EpisodeGenerator:
     def _prefill(
         self, keys: Sequence[Hashable], all_ids: list[list[int]], room: int
     ) -> tuple[Any, Any, list[tuple[int, int]]]:
-        """Encode every episode's prompt but its last token, all episodes in one forward.
+        """Encode every episode's prompt but its last token (see ``_prefill_batch`` for
+        what is returned), then keep each episode's cache for the next call."""
+        reused = [
+            self._reusable(key, ids[: len(ids) - 1]) for key, ids in zip(keys, all_ids, strict=True)
+        ]
+        news = [
+            ids[common : len(ids) - 1] for (common, _), ids in zip(reused, all_ids, strict=True)
+        ]
+        self.stats.reused_tokens += sum(common for common, _ in reused)
+        self.stats.encoded_tokens += sum(
+            len(n) + 1 for n in news
+        )  # + the last token, fed when decoding
+        if self.prefill == "episode":
+            cache, mask, spans, rows = self._prefill_episodes(reused, news, room)
+        else:
+            cache, mask, spans = self._prefill_batch(reused, news, room)
+            rows = [self._row_layers(cache, row, *spans[row]) for row in range(len(keys))]
+        if self.reuse_cache:
+            for key, ids, layers in zip(keys, all_ids, rows, strict=True):
+                self._caches[key] = (ids[: len(ids) - 1], layers)
+        return cache, mask, spans
+
+    def _prefill_episodes(
+        self, reused: list[tuple[int, list[Any]]], news: list[list[int]], room: int
+    ) -> tuple[Any, Any, list[tuple[int, int]], list[list[Any]]]:
+        """Each episode's new tokens in a forward of their own on its cached tokens; the
+        results copied into one static cache, right-aligned so that every row ends at slot
+        ``S`` (the longest row) and decoding starts there. Also returns each row's layers."""
+        import torch
+        from transformers import DynamicCache, StaticCache
+
+        rows: list[list[Any]] = []
+        for (common, layers), new in zip(reused, news, strict=True):
+            if not new:
+                rows.append(layers)
+                continue
+            past = (
+                DynamicCache(ddp_cache_data=layers)
+                if layers
+                else DynamicCache(config=self.model.config)
+            )
+            with torch.no_grad():
+                self.model(
+                    input_ids=torch.tensor([new], device=self._device),
+                    position_ids=torch.arange(common, common + len(new), device=self._device)[None],
+                    cache=past,
+                    use_cache=True,
+                )
+            rows.append([(layer.keys, layer.values) for layer in past.layers])
+        lengths = [common + len(new) for (common, _), new in zip(reused, news, strict=True)]
+        slot, batch = max(lengths), len(news)
+        cache = StaticCache(config=self.model.config, max_cache_len=slot + room)
+        mask = torch.zeros((batch, slot + room), dtype=torch.long, device=self._device)
+        if slot:
+            template = next(layers for layers in rows if layers)
+            for index, layer in enumerate(cache.layers):
+                k, v = template[index]
+                layer.lazy_initialization(
+                    k.new_zeros((batch, *k.shape[1:])), v.new_zeros((batch, *v.shape[1:]))
+                )
+                for row, layers in enumerate(rows):
+                    if layers:
+                        n = layers[index][0].shape[2]
+                        layer.keys[row, :, slot - n : slot] = layers[index][0][0]
+                        layer.values[row, :, slot - n : slot] = layers[index][1][0]
+                layer.cumulative_length.fill_(slot)
+        for row, n in enumerate(lengths):
+            mask[row, slot - n : slot] = 1
+        return cache, mask, [(slot - n, slot) for n in lengths], rows
+
+    def _prefill_batch(
+        self, reused: list[tuple[int, list[Any]]], news: list[list[int]], room: int
+    ) -> tuple[Any, Any, list[tuple[int, int]]]:
+        """Encode every episode's new tokens, all episodes in one padded forward.
 
         Returns ``(cache, mask, spans)``: a static cache with ``room`` free slots after the
         prompts (decoding starts at slot ``mask.shape[1] - room``), the attention
         mask over all its slots, and each row's ``(first, last)`` slots. Row
         ``r``'s reused tokens end at slot ``P`` (the longest reused prefix), its new tokens
-        follow from ``P``; the gaps of shorter rows are masked. Each episode's cache is
-        then kept (a copy of its own slots) for the next call.
+        follow from ``P``; the gaps of shorter rows are masked.
         """
         import torch
         from transformers import StaticCache
 
-        reused = [
-            self._reusable(key, ids[: len(ids) - 1]) for key, ids in zip(keys, all_ids, strict=True)
-        ]
         counts = [common for common, _ in reused]
-        news = [
-            ids[common : len(ids) - 1] for (common, _), ids in zip(reused, all_ids, strict=True)
-        ]
         boundary, width = max(counts), max(len(n) for n in news)
         slot = boundary + width
-        batch = len(all_ids)
-        self.stats.reused_tokens += sum(counts)
-        self.stats.encoded_tokens += sum(
-            len(n) + 1 for n in news
-        )  # + the last token, fed when decoding
+        batch = len(news)
         cache = StaticCache(config=self.model.config, max_cache_len=slot + room)
         mask = torch.zeros((batch, slot + room), dtype=torch.long, device=self._device)
         if boundary:
@@ -304,11 +378,11 @@ class EpisodeGenerator:
                     cache=cache,
                     use_cache=True,
                 )
-        spans = [(boundary - c, boundary + len(n)) for c, n in zip(counts, news, strict=True)]
-        if self.reuse_cache:
-            for row, (key, ids) in enumerate(zip(keys, all_ids, strict=True)):
-                self._caches[key] = (ids[: len(ids) - 1], self._row_layers(cache, row, *spans[row]))
-        return cache, mask, spans
+        return (
+            cache,
+            mask,
+            [(boundary - c, boundary + len(n)) for c, n in zip(counts, news, strict=True)],
+        )
 
     def _rng(self, key: Hashable) -> Any:
         """A sampling generator per episode, so an episode's samples do not depend on its batch mates."""

@@ -276,7 +276,11 @@ class EpisodeGenerator:
             cache, mask, spans, rows = self._prefill_episodes(reused, news, room)
         else:
             cache, mask, spans = self._prefill_batch(reused, news, room)
-            rows = [self._row_layers(cache, row, *spans[row]) for row in range(len(keys))]
+            rows = (  # copies of each row's slots, made only when they are kept
+                [self._row_layers(cache, row, *spans[row]) for row in range(len(keys))]
+                if self.reuse_cache
+                else []
+            )
         if self.reuse_cache:
             for key, ids, layers in zip(keys, all_ids, rows, strict=True):
                 self._caches[key] = (ids[: len(ids) - 1], layers)

@@ -293,7 +293,7 @@ class EpisodeGenerator:
         results copied into one static cache, right-aligned so that every row ends at slot
         ``S`` (the longest row) and decoding starts there. Also returns each row's layers."""
         import torch
-        from transformers import DynamicCache, StaticCache
+        from transformers import DynamicCache
 
         rows: list[list[Any]] = []
         for (common, layers), new in zip(reused, news, strict=True):
@@ -315,21 +315,8 @@ class EpisodeGenerator:
             rows.append([(layer.keys, layer.values) for layer in past.layers])
         lengths = [common + len(new) for (common, _), new in zip(reused, news, strict=True)]
         slot, batch = max(lengths), len(news)
-        cache = StaticCache(config=self.model.config, max_cache_len=slot + room)
+        cache = self._static_cache(rows, slot, slot + room)
         mask = torch.zeros((batch, slot + room), dtype=torch.long, device=self._device)
-        if slot:
-            template = next(layers for layers in rows if layers)
-            for index, layer in enumerate(cache.layers):
-                k, v = template[index]
-                layer.lazy_initialization(
-                    k.new_zeros((batch, *k.shape[1:])), v.new_zeros((batch, *v.shape[1:]))
-                )
-                for row, layers in enumerate(rows):
-                    if layers:
-                        n = layers[index][0].shape[2]
-                        layer.keys[row, :, slot - n : slot] = layers[index][0][0]
-                        layer.values[row, :, slot - n : slot] = layers[index][1][0]
-                layer.cumulative_length.fill_(slot)
         for row, n in enumerate(lengths):
             mask[row, slot - n : slot] = 1
         return cache, mask, [(slot - n, slot) for n in lengths], rows
@@ -346,26 +333,13 @@ class EpisodeGenerator:
         follow from ``P``; the gaps of shorter rows are masked.
         """
         import torch
-        from transformers import StaticCache
 
         counts = [common for common, _ in reused]
         boundary, width = max(counts), max(len(n) for n in news)
         slot = boundary + width
         batch = len(news)
-        cache = StaticCache(config=self.model.config, max_cache_len=slot + room)
+        cache = self._static_cache([layers for _, layers in reused], boundary, slot + room)
         mask = torch.zeros((batch, slot + room), dtype=torch.long, device=self._device)
-        if boundary:
-            template = next(layers for _, layers in reused if layers)
-            for index, layer in enumerate(cache.layers):
-                k, v = template[index]
-                layer.lazy_initialization(
-                    k.new_zeros((batch, *k.shape[1:])), v.new_zeros((batch, *v.shape[1:]))
-                )
-                for row, (common, layers) in enumerate(reused):
-                    if common:
-                        layer.keys[row, :, boundary - common : boundary] = layers[index][0][0]
-                        layer.values[row, :, boundary - common : boundary] = layers[index][1][0]
-                layer.cumulative_length.fill_(boundary)
         for row, (common, new) in enumerate(zip(counts, news, strict=True)):
             mask[row, boundary - common : boundary + len(new)] = 1
         if width:
@@ -387,6 +361,29 @@ class EpisodeGenerator:
             mask,
             [(boundary - c, boundary + len(n)) for c, n in zip(counts, news, strict=True)],
         )
+
+    def _static_cache(self, rows: list[list[Any]], end: int, size: int) -> Any:
+        """A static cache of ``size`` slots per row, each row's ``(keys, values)`` layers
+        copied right-aligned so that they end at slot ``end`` (a row without layers stays
+        empty); decoding or the next forward writes from slot ``end`` on."""
+        from transformers import StaticCache
+
+        cache = StaticCache(config=self.model.config, max_cache_len=size)
+        if not end:
+            return cache
+        template = next(layers for layers in rows if layers)
+        for index, layer in enumerate(cache.layers):
+            k, v = template[index]
+            layer.lazy_initialization(
+                k.new_zeros((len(rows), *k.shape[1:])), v.new_zeros((len(rows), *v.shape[1:]))
+            )
+            for row, layers in enumerate(rows):
+                if layers:
+                    n = layers[index][0].shape[2]
+                    layer.keys[row, :, end - n : end] = layers[index][0][0]
+                    layer.values[row, :, end - n : end] = layers[index][1][0]
+            layer.cumulative_length.fill_(end)
+        return cache
 
     def _rng(self, key: Hashable) -> Any:
         """A sampling generator per episode, so an episode's samples do not depend on its batch mates."""

@@ -79,6 +79,37 @@ def test_expert_steps_get_the_experts_reasons(games):
         teacher.correct({**expert, "game_id": "webshop-train-999"}, {})
 
 
+def test_a_kept_step_trains_the_teachers_reason_not_the_students(games):
+    """The expert's own action with a false reason is kept, with the expert's reason; a
+    different action kept as progress keeps the student's reason."""
+    game = games[3]
+    expert = world.run_expert(game, 15, 0)
+    env = world.make_env(game, 15)
+    query = goal_query(env.goal)
+    wrong = "This item offers nothing you asked for, which it does not offer."
+    student = {
+        **expert,
+        "steps": [{**s, "reason": wrong} for s in expert["steps"]],
+    }
+    teacher = make_teacher("webshop", {"kind": "scripted"}, games)
+    correction = teacher.correct(student, {})
+    assert not any(s["is_corrected"] for s in correction["steps"])
+    assert [s["corrected_reason"] for s in correction["steps"]] == [
+        s["reason"] for s in expert["steps"]
+    ]
+    assert all(s["original_reason"] == wrong for s in correction["steps"])
+    # a search other than the expert's that still finds the goal product stands, as written
+    other = next(
+        q
+        for q in (env.goal["query"], f"{env.goal['query']} {query}", query.upper())
+        if q != query and env.goal["asin"].lower() in env.shop.search(q)
+    )
+    kept = _play(game, [f"search[{other}]"])
+    kept["steps"][0]["reason"] = "My own words."
+    step = teacher.correct(kept, {})["steps"][0]
+    assert not step["is_corrected"] and step["corrected_reason"] == "My own words."
+
+
 def test_reasons_name_what_the_page_shows_that_decides(games):
     """A product is chosen for its title and its price under the limit; a wrong item is left
     for what its page shows against the instruction (its price over the limit, an option it
@@ -123,7 +154,12 @@ def test_reasons_name_what_the_page_shows_that_decides(games):
             asin == lacking
         ):  # the page's options first, then the one asked for that is not among them
             offered = [v for vs in shop.by_asin[asin]["options"].values() for v in vs]
+            verdicts = [
+                f"{o} ({'offered' if o in offered else 'not offered'})"
+                for o in (str(g).lower() for g in goal["goal_options"])
+            ]
+            assert f"{option} (not offered)" in verdicts
             assert reason == (
-                f"This item offers {', '.join(offered)}; the instruction asks for {option}, "
-                "which it does not offer; back to the results."
+                f"This item offers {', '.join(offered)}; asked: {', '.join(verdicts)}; "
+                "back to the results."
             )

@@ -12,7 +12,8 @@ the expert's action. ``corrects: plan`` corrects every step off the expert's pat
 ``page`` the best result by what the results page shows, going back when its item page
 lacks an option (the choice a student can learn from its own observations).
 
-Reasons are hint-only: they cite the instruction's words and what the page shows, never
+A kept step that is the expert's own action carries the expert's reason, not the
+student's. Reasons are hint-only: they cite the instruction's words and what the page shows, never
 the goal product's identifier. ``realizability`` (0-100) is the share of corrected reasons
 allowed to name it, as the ALFWorld teacher's knob.
 """
@@ -44,6 +45,14 @@ def _progress(env: Any, action: str, best: str) -> bool:
         wanted = {str(o).lower() for o in env.goal["goal_options"]}
         return argument in wanted and argument not in env._options.values()
     return False
+
+
+def _kept_reason(step: dict[str, Any], original: str, best: str, reason: str) -> str:
+    """The reason a kept step trains with: the teacher's own where the student took the
+    teacher's action, whatever reason the student gave (a right action for a false reason,
+    such as an offered option called missing on an item left for its price, would
+    otherwise be taught); the student's where its different action stands as progress."""
+    return reason if original == best else step.get("reason", "") or reason
 
 
 @dataclass
@@ -118,7 +127,9 @@ class ScriptedWebShopTeacher(ScriptedTeacher):
                     "original_observation": step["observation"],
                     "original_reason": step.get("reason", ""),
                     "original_action": original,
-                    "corrected_reason": step.get("reason", "") or reason if keep else reason,
+                    "corrected_reason": _kept_reason(step, original, best, reason)
+                    if keep
+                    else reason,
                     "corrected_action": original if keep else best,
                     "is_corrected": not keep,
                 }

@@ -56,22 +56,38 @@ def _offers(product: dict[str, Any]) -> str:
     return f"This item offers {', '.join(offered)}" if offered else "This item has no options"
 
 
+def _asked(product: dict[str, Any], goal: dict[str, Any]) -> str:
+    """Every option the instruction asks for, each with its verdict on this item's page
+    (``asked: blue (offered), 10 ft (not offered)``).
+
+    The verdict follows each option's name in the same words whether the item is kept or
+    left, so a student decides offered / not offered right after it copies the option.
+    With ``the instruction asks for X; chosen`` against ``the instruction asks for X, which
+    it does not offer``, the branch hung on one punctuation mark that two-option reasons
+    also wrote (``asks for X, Y;``), and one-option goals drew most of the student's false
+    ``does not offer`` (``docs/results.md``, eighteenth session).
+    """
+    offered = set(_offered(product))
+    verdicts = [
+        f"{o} ({'offered' if o in offered else 'not offered'})"
+        for o in (str(option).lower() for option in goal["goal_options"])
+    ]
+    return f"asked: {', '.join(verdicts)}"
+
+
 def _choose_options_or_buy(env: WebShopEnv) -> tuple[str, str]:
     """On the open item's page: the next goal option it offers not chosen yet, else buy.
 
-    Each reason states every option asked for and which of them the page shows chosen,
-    then the decision (``next <value>``, or buy once all are chosen). A student taught
-    reasons naming only the option about to be clicked bought after the first of two
-    (``docs/webshop.md``).
+    Each reason states every option asked for with its verdict and which of them the page
+    shows chosen, then the decision (``next <value>``, or buy once all are chosen). A
+    student taught reasons naming only the option about to be clicked bought after the
+    first of two (``docs/webshop.md``).
     """
     product = env.shop.by_asin[env._asin]
     wanted = wanted_options(product, env.goal)
     chosen = [v for name, v in wanted.items() if env._options.get(name) == v]
     to_choose = [v for name, v in wanted.items() if env._options.get(name) != v]
-    state = (
-        f"the instruction asks for {', '.join(wanted.values())}; "
-        f"chosen: {', '.join(chosen) if chosen else 'none'}"
-    )
+    state = f"{_asked(product, env.goal)}; chosen: {', '.join(chosen) if chosen else 'none'}"
     if to_choose:
         return f"click[{to_choose[0]}]", f"{_offers(product)}; {state}; next {to_choose[0]}."
     if not wanted:
@@ -116,12 +132,8 @@ def _item_fault(env: WebShopEnv) -> str | None:
             f"At {product['Price']} this item is over the {env.goal['price_upper']:.2f} "
             "dollar limit; back to the results."
         )
-    missing = _missing_option(product, env.goal)
-    if missing is not None:
-        return (
-            f"{_offers(product)}; the instruction asks for {missing}, which it does not "
-            "offer; back to the results."
-        )
+    if _missing_option(product, env.goal) is not None:
+        return f"{_offers(product)}; {_asked(product, env.goal)}; back to the results."
     return None
 
 

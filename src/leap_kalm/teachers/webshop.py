@@ -13,9 +13,9 @@ the expert's action. ``corrects: plan`` corrects every step off the expert's pat
 lacks an option (the choice a student can learn from its own observations).
 
 A kept step that is the expert's own action carries the expert's reason, not the
-student's. Reasons are hint-only: they cite the instruction's words and what the page shows, never
-the goal product's identifier. ``realizability`` (0-100) is the share of corrected reasons
-allowed to name it, as the ALFWorld teacher's knob.
+student's. Reasons are hint-only: they cite the instruction's words and what the page
+shows, never the goal product's identifier. ``realizability`` (0-100) is the share of
+corrected reasons allowed to name it, as the ALFWorld teacher's knob.
 """
 
 from __future__ import annotations

@@ -117,10 +117,10 @@ def _attribute_hits(product: dict[str, Any], goal: dict[str, Any]) -> int:
     return sum(str(a).lower() in title for a in goal["attributes"])
 
 
-def _missing_option(product: dict[str, Any], goal: dict[str, Any]) -> str | None:
+def _lacks_option(product: dict[str, Any], goal: dict[str, Any]) -> bool:
+    """Whether the item page lacks an option the instruction asks for."""
     offered = set(_offered(product))
-    missing = [str(o).lower() for o in goal["goal_options"] if str(o).lower() not in offered]
-    return missing[0] if missing else None
+    return any(str(o).lower() not in offered for o in goal["goal_options"])
 
 
 def _item_fault(env: WebShopEnv) -> str | None:
@@ -132,7 +132,7 @@ def _item_fault(env: WebShopEnv) -> str | None:
             f"At {product['Price']} this item is over the {env.goal['price_upper']:.2f} "
             "dollar limit; back to the results."
         )
-    if _missing_option(product, env.goal) is not None:
+    if _lacks_option(product, env.goal):
         return f"{_offers(product)}; {_asked(product, env.goal)}; back to the results."
     return None
 

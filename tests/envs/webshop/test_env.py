@@ -94,6 +94,23 @@ def test_pages_link_as_webshop_does(shop_and_goals):
     assert env.page == "search"
 
 
+def test_every_page_opens_with_the_instruction_as_webshop_templates_do(shop_and_goals):
+    shop, goals = shop_and_goals
+    goal = goals[0]
+    env = WebShopEnv(shop, goal)
+    head = f"Instruction: [SEP] {goal['instruction_text']} [SEP] "
+    observation, _ = env.reset()
+    assert observation == f"WebShop [SEP] {head}[button] Search [button_]"
+    observation, *_ = env.step(f"search[{goal['instruction_text']}]")
+    assert observation.startswith(f"{head}[button] Back to Search [button_] [SEP] Page 1 ")
+    observation, *_ = _go_to_item(env, goal["asin"].lower())
+    assert env.page == "item"
+    assert observation.startswith(f"{head}[button] Back to Search [button_] [SEP] [button] < Prev")
+    observation, *_ = env.step("click[description]")
+    assert observation.startswith(f"{head}[button] Back to Search [button_] [SEP] [button] < Prev")
+    assert observation.count("Instruction:") == 1
+
+
 def test_unavailable_actions_change_nothing_and_the_step_cap_ends_the_episode(shop_and_goals):
     shop, goals = shop_and_goals
     env = WebShopEnv(shop, goals[3], max_steps=3)

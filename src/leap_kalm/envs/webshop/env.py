@@ -11,7 +11,8 @@ Pages and actions follow WebShop's text environment:
   ``click[< prev]`` (back to the results), ``click[back to search]`` and ``click[buy now]``,
   which ends the episode with WebShop's reward (``reward.get_reward``).
 
-Observations are in WebShop's ``text_rich`` style: page parts joined by `` [SEP] ``,
+Observations are in WebShop's ``text_rich`` style: page parts joined by `` [SEP] ``, every
+page opening with ``Instruction: [SEP] <instruction>`` as WebShop's page templates do,
 clickables as ``[button] x [button_]`` (``[clicked button] x [clicked button_]`` for a
 chosen option). An action that is not available changes nothing and scores 0.
 """
@@ -237,10 +238,14 @@ class WebShopEnv:
         return self._results[start : start + RESULTS_PER_PAGE]
 
     def observation(self) -> str:
+        # WebShop's templates show the instruction at the top of every page, not only the
+        # search page (a student deep in a long episode reads the options asked right there)
+        instruction = ["Instruction:", self.goal["instruction_text"]]
         if self.page == "search":
-            parts = ["WebShop", "Instruction:", self.goal["instruction_text"], _button("Search")]
+            parts = ["WebShop", *instruction, _button("Search")]
         elif self.page == "results":
             parts = [
+                *instruction,
                 _button("Back to Search"),
                 f"Page {self._page_no} (Total results: {len(self._results)})",
             ]
@@ -258,10 +263,10 @@ class WebShopEnv:
                 "features": " [SEP] ".join(product["BulletPoints"]),
                 "reviews": "No reviews yet.",
             }[self._sub]
-            parts = [_button("Back to Search"), _button("< Prev"), text]
+            parts = [*instruction, _button("Back to Search"), _button("< Prev"), text]
         else:
             product = self._product()
-            parts = [_button("Back to Search"), _button("< Prev")]
+            parts = [*instruction, _button("Back to Search"), _button("< Prev")]
             for name, values in product["options"].items():
                 parts.append(name)
                 parts += [_button(v, clicked=self._options.get(name) == v) for v in values]

@@ -48,6 +48,17 @@ def server(tiny_model_dir):
                 time.sleep(0.5)
         else:
             pytest.fail("transformers serve did not come up within 120 s")
+        # the server loads a model on its first request for it: load it here, so that the
+        # tests' short client timeouts time only answers (a cold first answer outlasted the
+        # fault tests' 5 s once and added a retry to the request counts they check)
+        warm = json.dumps(
+            {"model": tiny_model_dir, "max_tokens": 1,
+             "messages": [{"role": "user", "content": "warm up"}]}
+        ).encode()  # fmt: skip
+        request = urllib.request.Request(
+            f"{url}/v1/chat/completions", warm, {"Content-Type": "application/json"}
+        )
+        urllib.request.urlopen(request, timeout=120).read()
         yield url
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -239,7 +239,7 @@ class WebShopEnv:
 
     def observation(self) -> str:
         # WebShop's templates show the instruction at the top of every page, not only the
-        # search page (a student deep in a long episode reads the options asked right there)
+        # search page (measured on the student: docs/results.md, nineteenth session)
         instruction = ["Instruction:", self.goal["instruction_text"]]
         if self.page == "search":
             parts = ["WebShop", *instruction, _button("Search")]

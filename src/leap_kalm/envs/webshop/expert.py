@@ -56,6 +56,12 @@ def _offers(product: dict[str, Any]) -> str:
     return f"This item offers {', '.join(offered)}" if offered else "This item has no options"
 
 
+def _asked_offered(product: dict[str, Any], goal: dict[str, Any]) -> list[tuple[str, bool]]:
+    """Each option the instruction asks for (lower-cased) and whether the item page offers it."""
+    offered = set(_offered(product))
+    return [(o, o in offered) for o in (str(option).lower() for option in goal["goal_options"])]
+
+
 def _asked(product: dict[str, Any], goal: dict[str, Any]) -> str:
     """Every option the instruction asks for, each with its verdict on this item's page
     (``asked: blue (offered), 10 ft (not offered)``).
@@ -67,10 +73,8 @@ def _asked(product: dict[str, Any], goal: dict[str, Any]) -> str:
     also wrote (``asks for X, Y;``), and one-option goals drew most of the student's false
     ``does not offer`` (``docs/results.md``, eighteenth session).
     """
-    offered = set(_offered(product))
     verdicts = [
-        f"{o} ({'offered' if o in offered else 'not offered'})"
-        for o in (str(option).lower() for option in goal["goal_options"])
+        f"{o} ({'offered' if here else 'not offered'})" for o, here in _asked_offered(product, goal)
     ]
     return f"asked: {', '.join(verdicts)}"
 
@@ -119,8 +123,7 @@ def _attribute_hits(product: dict[str, Any], goal: dict[str, Any]) -> int:
 
 def _lacks_option(product: dict[str, Any], goal: dict[str, Any]) -> bool:
     """Whether the item page lacks an option the instruction asks for."""
-    offered = set(_offered(product))
-    return any(str(o).lower() not in offered for o in goal["goal_options"])
+    return not all(here for _, here in _asked_offered(product, goal))
 
 
 def _item_fault(env: WebShopEnv) -> str | None:

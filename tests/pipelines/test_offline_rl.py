@@ -139,8 +139,8 @@ def test_every_imagined_level_is_sampled(monkeypatch):
 
 def test_a_level_can_be_repeated_in_the_imagined_data(monkeypatch):
     """``imagined_repeats: {easy: 3}`` puts each kept easy rollout in three times (its
-    transitions three times in the sampler); a level that is not imagined, or a count
-    below 1, is a named error."""
+    transitions three times in the sampler); a name that is not a level of the world, or a
+    count below 1, is a named error; a level with no data in this run is left out."""
     from leap_kalm.training import offline_rl
 
     seen = {}
@@ -164,9 +164,14 @@ def test_a_level_can_be_repeated_in_the_imagined_data(monkeypatch):
         np.testing.assert_array_equal(copy.observations, first_easy)
 
     with pytest.raises(
-        ValueError, match=r"imagined_repeats names \['hard'\].*levels are \['easy', 'rephrase'\]"
+        ValueError,
+        match=r"imagined_repeats names \['hrad'\].*levels are \['rephrase', 'easy', 'hard'\]",
     ):
-        train_policy(real, {**RL, "imagined_repeats": {"hard": 2}}, "clevr", **levels)
+        train_policy(real, {**RL, "imagined_repeats": {"hrad": 2}}, "clevr", **levels)
+    # a level of the world with no data in this run (e.g. the default {easy: 10} beside a
+    # KALM file of rephrase rollouts) is left out, the rest repeated as asked
+    train_policy(real, {**RL, "imagined_repeats": {"hard": 2, "easy": 3}}, "clevr", **levels)
+    assert seen["m"].transition_count == thrice.transition_count
     with pytest.raises(ValueError, match="imagined_repeats.easy must be a whole number >= 1"):
         offline_rl.OfflineRLParams(imagined_repeats={"easy": 0})
     assert train_policy(real, {**RL, "imagined_repeats": {"hard": 2}}, "clevr") is None  # real only

@@ -21,6 +21,34 @@ def _action_size(world: str) -> int | None:
     return int(actions["dim"]) if actions["kind"] == "discrete" else None
 
 
+def _check_repeats(repeats: dict[str, int], imagined: dict[str, Any], world: str) -> None:
+    """``imagined_repeats`` may name any imagination level of the world; one that this run
+    has no data for (a KALM file of another level, or a level not imagined) is left out
+    with a log line, so the default ``{easy: 10}`` does not stop a run on a rephrase file.
+
+    Raises:
+        ValueError: For a name that is not one of the world's imagination levels.
+    """
+    from leap_kalm.pipelines.imagine.nodes import imagination_world
+
+    levels = tuple(imagination_world(world).IMAGINATION_LEVELS)
+    unknown = sorted(set(repeats) - set(levels))
+    if unknown:
+        raise ValueError(
+            f"{world}: offline_rl imagined_repeats names {unknown}, which are not imagination "
+            f"levels; {world}'s levels are {list(levels)}"
+        )
+    absent = sorted(set(repeats) - set(imagined))
+    if absent:
+        logger.info(
+            "%s: offline_rl imagined_repeats names %s, which this run has no imagined data for "
+            "(it has %s); left out",
+            world,
+            absent,
+            sorted(imagined),
+        )
+
+
 def train_policy(
     kalm_offline: dict[str, Any],
     offline_rl_params: dict[str, Any],
@@ -51,7 +79,8 @@ def train_policy(
     if kalm_imagined is not None:
         from leap_kalm.pipelines.imagine.nodes import labelled_kalm_rollouts
 
-        imagined = {"kalm_imagined_data": labelled_kalm_rollouts(kalm_imagined, world)}
+        labelled = labelled_kalm_rollouts(kalm_imagined, world)  # names a file without a level
+        imagined = {kalm_imagined["level"]: labelled}
     elif imagined and all(data is None for data in imagined.values()):
         reason = (
             f"{world}: no imagined data, so the real + imagined policy is not trained; run "
@@ -61,12 +90,8 @@ def train_policy(
         logger.warning(reason)
         return NotTrained(reason)
     imagined = {k: v for k, v in imagined.items() if v is not None}
-    unknown = sorted(set(config.imagined_repeats) - set(imagined)) if imagined else []
-    if unknown:  # policy_real has no imagined levels and shares these parameters
-        raise ValueError(
-            f"{world}: offline_rl imagined_repeats names {unknown}, which are not imagined "
-            f"levels here; the levels are {sorted(imagined)}"
-        )
+    if imagined:  # policy_real has no imagined levels and shares these parameters
+        _check_repeats(config.imagined_repeats, imagined, world)
     if config.imagined_episodes == "goal_consistent" and imagined:  # policy_real has none
         imagined = {k: select_episodes(v, v["goal_consistent"]) for k, v in imagined.items()}
         imagined = {k: v for k, v in imagined.items() if len(v["masks"])}

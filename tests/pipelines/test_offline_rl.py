@@ -66,6 +66,12 @@ def test_the_kalm_policy_trains_on_kalm_files_and_without_imagined_data_is_not_t
         real, RL, "clevr", kalm_imagined=rollouts, rephrase=None, easy=None, hard=None
     )
     assert policy.impl is not None
+    # CLEVR's default repeats easy rollouts; a KALM file of rephrase rollouts still trains
+    repeated = train_policy(
+        real, {**RL, "imagined_repeats": {"easy": 10}}, "clevr", kalm_imagined=rollouts,
+        rephrase=None, easy=None, hard=None,
+    )  # fmt: skip
+    assert repeated.impl is not None
     missing = train_policy(
         real, RL, "clevr", kalm_imagined=None, rephrase=None, easy=None, hard=None
     )

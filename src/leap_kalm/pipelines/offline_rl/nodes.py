@@ -79,7 +79,7 @@ def train_policy(
     if kalm_imagined is not None:
         from leap_kalm.pipelines.imagine.nodes import labelled_kalm_rollouts
 
-        labelled = labelled_kalm_rollouts(kalm_imagined, world)  # names a file without a level
+        labelled = labelled_kalm_rollouts(kalm_imagined, world)  # raises when the level is unknown
         imagined = {kalm_imagined["level"]: labelled}
     elif imagined and all(data is None for data in imagined.values()):
         reason = (

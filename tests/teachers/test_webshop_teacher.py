@@ -163,3 +163,49 @@ def test_reasons_name_what_the_page_shows_that_decides(games):
                 f"This item offers {', '.join(offered)}; asked: {', '.join(verdicts)}; "
                 "back to the results."
             )
+
+
+def test_an_item_as_good_as_the_goal_product_is_kept_and_bought(tmp_path):
+    """WebShop's reward scores what is bought: a student that opens another item with no
+    fault on its page and full reward is not corrected, in either option order, and the
+    teacher finishes the purchase on that item; an item that falls short is corrected."""
+    from leap_kalm.envs.webshop.expert import expert_action, fits_fully, wanted_options
+
+    games = world.list_games("train", 40, games_dir=str(tmp_path))
+    found = None
+    for game in games:
+        env = world.make_env(game, 15)
+        env.reset()
+        env.step(f"search[{goal_query(env.goal)}]")
+        target, page = env.goal["asin"].lower(), env._page_asins()
+        alternatives = [
+            a for a in page
+            if a != target and fits_fully(env.shop, a, env.goal)
+            and len(wanted_options(env.shop.by_asin[a], env.goal)) == 2
+        ]  # fmt: skip
+        short = [a for a in page if a != target and not fits_fully(env.shop, a, env.goal)]
+        if alternatives and short:
+            found = game, env, alternatives[0], short[0]
+            break
+    assert found is not None, "no generated goal with a second item as good as its own"
+    game, env, alternative, lacking = found
+    product = env.shop.by_asin[alternative]
+    first, second = wanted_options(product, env.goal).values()
+    query = goal_query(env.goal)
+    teacher = make_teacher("webshop", {"kind": "scripted", "searches": "page"}, games)
+    actions = [f"search[{query}]", f"click[{alternative}]", f"click[{second}]", f"click[{first}]"]
+    trajectory = _play(game, [*actions, "click[buy now]"])
+    correction = teacher.correct(trajectory, {})
+    assert [s["is_corrected"] for s in correction["steps"]] == [False] * 5
+    replay = world.make_env(game, 15)
+    replay.reset()
+    for action in actions[:2]:
+        replay.step(action)
+    assert expert_action(replay, "plan")[0] in (f"click[{first}]", f"click[{second}]")
+    for action in actions[2:]:
+        replay.step(action)
+    assert replay.step("click[buy now]")[1] == 1.0  # the full reward, on another product
+
+    wrong = teacher.correct(_play(game, [f"search[{query}]", f"click[{lacking}]"]), {})
+    assert wrong["steps"][1]["is_corrected"]
+    assert wrong["steps"][1]["corrected_action"] != f"click[{lacking}]"

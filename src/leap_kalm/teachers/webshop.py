@@ -4,8 +4,10 @@ It replays the student's own actions in the shop and asks the privileged expert
 (``envs.webshop.expert.expert_action``) for the next action *from the page the student
 actually reached*. With ``corrects: mistakes`` (default) a student action stands when it
 is the expert's or when it makes progress the student could see: a search whose results
-hold the goal product, paging on towards it, opening it, or choosing an option the
-instruction asks for. Everything else (an invalid action, an item that does not match,
+hold the goal product, paging on towards it, opening it or any item as good (no fault on
+its page and WebShop's full reward when bought with the options asked for: the reward
+scores what is bought, not which product the goal came from), or choosing an option the
+instruction asks for on such an item, in any order. Everything else (an invalid action, an item that does not match,
 buying with options missing, reading pages while the goal is in reach) is corrected to
 the expert's action. ``corrects: plan`` corrects every step off the expert's path.
 ``searches`` is the expert's way of choosing a result: ``plan`` opens the goal product,
@@ -31,6 +33,7 @@ def _progress(env: Any, action: str, best: str) -> bool:
     """Whether a valid student ``action`` moves towards the goal product as far as the
     student could tell (see the module docstring)."""
     from leap_kalm.envs.webshop.env import parse_action
+    from leap_kalm.envs.webshop.expert import fits_fully, wanted_options
 
     parsed = parse_action(action)
     if parsed is None or action == best:
@@ -40,9 +43,13 @@ def _progress(env: Any, action: str, best: str) -> bool:
     if kind == "search":
         return env.page == "search" and target in env.shop.search(argument)
     if env.page == "results":
-        return argument == "next >" and best == "click[next >]"
-    if env.page == "item" and env._asin == target and env._sub is None:
-        wanted = {str(o).lower() for o in env.goal["goal_options"]}
+        if argument == "next >":
+            return best == "click[next >]"
+        return argument in env._page_asins() and fits_fully(env.shop, argument, env.goal)
+    if env.page == "item" and env._sub is None and (
+        env._asin == target or fits_fully(env.shop, env._asin, env.goal)
+    ):
+        wanted = set(wanted_options(env.shop.by_asin[env._asin], env.goal).values())
         return argument in wanted and argument not in env._options.values()
     return False
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from leap_kalm.envs.webshop.catalog import NO_PRICE_LIMIT, PRICE_CLAUSE
 from leap_kalm.envs.webshop.env import RESULTS_PER_PAGE, WebShopEnv
+from leap_kalm.envs.webshop.reward import get_reward
 from leap_kalm.schemas import Trajectory, make_trajectory
 
 
@@ -126,6 +127,22 @@ def _lacks_option(product: dict[str, Any], goal: dict[str, Any]) -> bool:
     return not all(here for _, here in _asked_offered(product, goal))
 
 
+def fits_fully(shop: Any, asin: str, goal: dict[str, Any]) -> bool:
+    """Whether item ``asin`` is as good a buy as the goal product: its page shows no fault
+    (price within the limit, every option asked for offered) and buying it with the goal
+    options it offers earns WebShop's full reward.
+
+    WebShop's reward scores what was bought, not which product the goal was drawn from, so
+    such an item is not a mistake; the privileged teacher lets a student keep it
+    (``teachers/webshop.py``) and finishes the purchase on it.
+    """
+    product = shop.by_asin[asin]
+    if not _price_fits(product, goal) or _lacks_option(product, goal):
+        return False
+    options = wanted_options(product, goal)
+    return get_reward(product, goal, shop.prices[asin], options) >= 1.0
+
+
 def _item_fault(env: WebShopEnv) -> str | None:
     """Why the open item fails the instruction, from what its page shows (a price over the
     limit, an option asked for that it does not offer), or ``None``."""
@@ -218,11 +235,11 @@ def expert_action(env: WebShopEnv, searches: str = "plan") -> tuple[str, str]:
                 )
             return "click[< prev]", "A better match was on an earlier page."
         return "click[back to search]", "None of these results fits; a different search is needed."
-    if env._asin != target:
+    if env._asin != target and not fits_fully(env.shop, env._asin, env.goal):
         return "click[< prev]", _why_not(env)
     if env._sub is not None:
         return "click[< prev]", "The details are read; back to the item to choose its options."
-    return _choose_options_or_buy(env)  # the goal product is open
+    return _choose_options_or_buy(env)  # the goal product, or one as good, is open
 
 
 def run_expert_episode(

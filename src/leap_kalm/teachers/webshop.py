@@ -9,8 +9,8 @@ its page and WebShop's full reward when bought with the options asked for: the r
 scores what is bought, not which product the goal came from), or choosing an option the
 instruction asks for on such an item, in any order. Everything else (an invalid action,
 an item that does not match, buying with options missing, reading pages while the goal
-is in reach) is corrected to the expert's action. ``corrects: plan`` corrects every step off the expert's path.
-``searches`` is the expert's way of choosing a result: ``plan`` opens the goal product,
+is in reach) is corrected to the expert's action. ``corrects: plan`` corrects every step
+off the expert's path. ``searches`` is the expert's way of choosing a result: ``plan`` opens the goal product,
 ``page`` the best result by what the results page shows, going back when its item page
 lacks an option (the choice a student can learn from its own observations).
 

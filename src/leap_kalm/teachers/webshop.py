@@ -10,9 +10,10 @@ scores what is bought, not which product the goal came from), or choosing an opt
 instruction asks for on such an item, in any order. Everything else (an invalid action,
 an item that does not match, buying with options missing, reading pages while the goal
 is in reach) is corrected to the expert's action. ``corrects: plan`` corrects every step
-off the expert's path. ``searches`` is the expert's way of choosing a result: ``plan`` opens the goal product,
-``page`` the best result by what the results page shows, going back when its item page
-lacks an option (the choice a student can learn from its own observations).
+off the expert's path. ``searches`` is the expert's way of choosing a result: ``plan``
+opens the goal product, ``page`` the best result by what the results page shows, going
+back when its item page lacks an option (the choice a student can learn from its own
+observations).
 
 A kept step that is the expert's own action carries the expert's reason, not the
 student's. Reasons are hint-only: they cite the instruction's words and what the page

@@ -83,6 +83,69 @@ def test_item_reasons_state_the_options_asked_for_and_chosen_before_deciding(gam
     assert n_options > 0 and n_buys > 0 and n_two > 0
 
 
+def test_the_first_search_writes_out_the_options_asked_for_and_the_price_limit(games_dir):
+    """Later reasons copy the options and the limit from the student's own first reason."""
+    for game in world.list_games("train", 10, games_dir=games_dir):
+        env = world.make_env(game, 15)
+        goal = env.goal
+        trajectory = world.run_expert(game, max_steps=15, seed=0, searches="page")
+        reason = trajectory["steps"][0]["reason"]
+        options = ", ".join(str(o).lower() for o in goal["goal_options"]) or "no options"
+        assert reason.endswith(f"; asked: {options}; price limit {goal['price_upper']:.2f}."), (
+            reason
+        )
+
+
+def test_a_result_choice_walks_the_results_above_it_with_what_rules_each_out(games_dir):
+    """The page expert's reason for opening a result states, for each result above it on
+    the page and in page order, why it is passed over (its shown price over the limit, or
+    opened already, ...), then the chosen result under the limit: the data hold prices
+    called ``over`` as well as ``under``."""
+    import re
+
+    walked = {"over": 0, "opened": 0}
+    for game in world.list_games("train", 40, games_dir=games_dir):
+        opened = []
+        for step in world.run_expert(game, max_steps=15, seed=0, searches="page")["steps"]:
+            action = step["action"]
+            rows = re.findall(
+                r"\[button\] (G\d+) \[button_\] \[SEP\] ([^\[]+?) \[SEP\] "
+                r"(\$[^\[]+?)(?: \[SEP\] |$)",
+                step["observation"],
+            )
+            ids = [r[0].lower() for r in rows]
+            chosen = action[len("click[") : -1]
+            if chosen not in ids:
+                continue
+            opened.append(chosen)
+            pattern = (
+                r"Price limit ([\d.]+): (?:(.+); )?(.+) at (\$.+) is under and "
+                r"names what the instruction asks for\."
+            )
+            match = re.fullmatch(pattern, step["reason"])
+            if match is None:  # the plan's reason, past the page expert's tries
+                assert step["reason"].endswith("dollar limit."), step["reason"]
+                continue
+            limit, walk = float(match.group(1)), match.group(2)
+            position = ids.index(chosen)
+            assert (match.group(3), match.group(4)) == rows[position][1:]
+            entries = walk.split(", ") if walk else []
+            assert len(entries) == position, (entries, ids[:position])
+            for (asin, _, price), entry in zip(rows[:position], entries, strict=True):
+                highest = max(float(p) for p in re.findall(r"[\d.]+", price))
+                if asin.lower() in opened[:-1]:
+                    assert entry == f"{price} opened"
+                    walked["opened"] += 1
+                elif highest > limit:
+                    assert entry == f"{price} over"
+                    walked["over"] += 1
+                else:
+                    assert entry.startswith(f"{price} "), entry
+            top = max(float(p) for p in re.findall(r"[\d.]+", match.group(4)))
+            assert top <= limit
+    assert walked["over"] >= 5 and walked["opened"] >= 5, walked
+
+
 def test_the_privileged_state_names_the_target(games_dir):
     game = world.list_games("eval", 1, games_dir=games_dir)[0]
     state = world.privileged_state(game)

@@ -16,6 +16,11 @@ the goal's instruction (without the price clause), then picks a result in one of
   still buys within WebShop's 15 steps). Every choice rests on what the student sees too
   (LEAP's realizable corrections).
 
+The reasons state the comparisons that decide: the first search writes out the options
+asked for and the price limit (``search_reason``), a result choice walks the results above
+it with what rules each out (``_choice_reason``), an item's option and purchase reasons
+list the options offered, asked for and chosen.
+
 Being a function of the page (and of the items opened so far), it also says what to do
 after any student action (the teacher's replay).
 """
@@ -105,6 +110,23 @@ def _under_limit(goal: dict[str, Any]) -> str:
     return f"under the {upper:.2f} dollar limit" if upper < NO_PRICE_LIMIT else "at any price"
 
 
+def search_reason(goal: dict[str, Any]) -> str:
+    """The first search's reason: it also writes out the options the instruction asks for
+    and its price limit, so that later reasons copy them from the student's own words.
+
+    Students listed one of two options asked for on item pages (``asked: terracotta``
+    for "white, terracotta"), then bought after choosing it: 20 of the 49 failures of the
+    twenty-first session's iteration 0 (``docs/results.md``, twenty-second session).
+    """
+    options = ", ".join(str(o).lower() for o in goal["goal_options"]) or "no options"
+    upper = goal["price_upper"]
+    limit = f"price limit {upper:.2f}" if upper < NO_PRICE_LIMIT else "any price"
+    return (
+        f"Searching the words of the instruction finds matching products; asked: {options}; "
+        f"{limit}."
+    )
+
+
 SEARCHES = ("plan", "page")
 PAGE_TRIES = 3  # items ``page`` opens before it goes straight to the goal product
 
@@ -165,6 +187,45 @@ def _why_not(env: WebShopEnv) -> str:
     )
 
 
+def _choice_reason(env: WebShopEnv, asin: str) -> str:
+    """Why ``searches: page`` opens result ``asin``: each result above it on the page with
+    what rules it out, in page order (its shown price over the limit, opened already, not
+    the kind of product, fewer of the attributes asked for), then the chosen one, under the
+    limit (``Price limit 40.00: $48.74 over, $52.1 opened; <title> at $18.42 is under and
+    names what the instruction asks for.``). Results passed over are named by their shown
+    price, never by identifier (the goal product may be among them).
+
+    The reason that named only the chosen result ("... under the 40.00 dollar limit") never
+    held the word ``over``: students wrote "under" for any price, 92.25 against a limit of
+    60 (15 of the 49 failures of the twenty-first session's iteration 0 bought over the
+    limit). The walk down the page puts a comparison before every result passed over.
+    """
+    goal, shop = env.goal, env.shop
+    upper = goal["price_upper"]
+    limited = upper < NO_PRICE_LIMIT
+    passed = []
+    for other in env._page_asins():
+        if other == asin:
+            break
+        product = shop.by_asin[other]
+        if other in env.opened:
+            passed.append(f"{product['Price']} opened")
+        elif not _price_fits(product, goal):
+            passed.append(f"{product['Price']} over")
+        elif _attribute_hits(product, goal) < 0:
+            passed.append(f"{product['Price']} another kind")
+        else:
+            passed.append(f"{product['Price']} names fewer")
+    product = shop.by_asin[asin]
+    head = f"Price limit {upper:.2f}: " if limited else "Any price: "
+    walk = f"{', '.join(passed)}; " if passed else ""
+    verdict = "is under and names" if limited else "names"
+    return (
+        f"{head}{walk}{product['Title']} at {product['Price']} {verdict} what the instruction "
+        "asks for."
+    )
+
+
 def _page_action(env: WebShopEnv) -> tuple[str, str] | None:
     """``searches: page`` on a results or item page; ``None`` where it follows ``plan``."""
     goal = env.goal
@@ -180,12 +241,7 @@ def _page_action(env: WebShopEnv) -> tuple[str, str] | None:
         if not shown:
             return None  # nothing on this page: page on (or back) as ``plan`` does
         asin = max(shown, key=lambda row: row[0])[1]  # the first of the best
-        product = env.shop.by_asin[asin]
-        return (
-            f"click[{asin}]",
-            f"{product['Title']} at {product['Price']} names what the instruction asks for, "
-            f"{_under_limit(goal)}.",
-        )
+        return f"click[{asin}]", _choice_reason(env, asin)
     if env.page != "item" or env._sub is not None:
         return None
     fault = _item_fault(env)
@@ -214,10 +270,7 @@ def expert_action(env: WebShopEnv, searches: str = "plan") -> tuple[str, str]:
                 f"search[{title}]",
                 "The first search missed the item; a search with a product name narrows it down.",
             )
-        return (
-            f"search[{goal_query(env.goal)}]",
-            "Searching the words of the instruction finds matching products.",
-        )
+        return f"search[{goal_query(env.goal)}]", search_reason(env.goal)
     if env.page == "results":
         if target in env._results:
             page = env._results.index(target) // RESULTS_PER_PAGE + 1

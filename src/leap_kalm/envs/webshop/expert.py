@@ -115,8 +115,8 @@ def search_reason(goal: dict[str, Any]) -> str:
     and its price limit, so that later reasons copy them from the student's own words.
 
     Students listed one of two options asked for on item pages (``asked: terracotta``
-    for "white, terracotta"), then bought after choosing it: 20 of the 49 failures of the
-    twenty-first session's iteration 0 (``docs/results.md``, twenty-second session).
+    for "white, terracotta"), then bought after choosing it: 21 of the 49 failures of the
+    twenty-first session's iteration 0 (``docs/webshop.md``).
     """
     options = ", ".join(str(o).lower() for o in goal["goal_options"]) or "no options"
     upper = goal["price_upper"]

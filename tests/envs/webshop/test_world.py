@@ -96,54 +96,50 @@ def test_the_first_search_writes_out_the_options_asked_for_and_the_price_limit(g
         )
 
 
-def test_a_result_choice_walks_the_results_above_it_with_what_rules_each_out(games_dir):
-    """The page expert's reason for opening a result states, for each result above it on
-    the page and in page order, why it is passed over (its shown price over the limit, or
-    opened already, ...), then the chosen result under the limit: the data hold prices
-    called ``over`` as well as ``under``."""
+def test_a_result_choice_walks_down_the_page_with_each_price_and_its_verdict(games_dir):
+    """The page expert's reason for opening a result walks the page from the top to it:
+    each result's shown price, at once followed by ``over`` or ``under`` the limit written
+    first, then what else rules it out (opened already, ...), ending at the chosen result,
+    under the limit. So the data hold prices called ``over`` as well as ``under``, and the
+    verdict comes right after the price, before the choice."""
     import re
 
-    walked = {"over": 0, "opened": 0}
+    walked = {"over": 0, "opened": 0, "first": 0}
     for game in world.list_games("train", 40, games_dir=games_dir):
         opened = []
         for step in world.run_expert(game, max_steps=15, seed=0, searches="page")["steps"]:
-            action = step["action"]
             rows = re.findall(
                 r"\[button\] (G\d+) \[button_\] \[SEP\] ([^\[]+?) \[SEP\] "
                 r"(\$[^\[]+?)(?: \[SEP\] |$)",
                 step["observation"],
             )
             ids = [r[0].lower() for r in rows]
-            chosen = action[len("click[") : -1]
+            chosen = step["action"][len("click[") : -1]
             if chosen not in ids:
                 continue
             opened.append(chosen)
-            pattern = (
-                r"Price limit ([\d.]+): (?:(.+); )?(.+) at (\$.+) is under and "
-                r"names what the instruction asks for\."
-            )
-            match = re.fullmatch(pattern, step["reason"])
+            match = re.fullmatch(r"Price limit ([\d.]+): (.+)\.", step["reason"])
             if match is None:  # the plan's reason, past the page expert's tries
                 assert step["reason"].endswith("dollar limit."), step["reason"]
                 continue
-            limit, walk = float(match.group(1)), match.group(2)
+            limit, entries = float(match.group(1)), match.group(2).split("; ")
             position = ids.index(chosen)
-            assert (match.group(3), match.group(4)) == rows[position][1:]
-            entries = walk.split(", ") if walk else []
-            assert len(entries) == position, (entries, ids[:position])
-            for (asin, _, price), entry in zip(rows[:position], entries, strict=True):
-                highest = max(float(p) for p in re.findall(r"[\d.]+", price))
-                if asin.lower() in opened[:-1]:
-                    assert entry == f"{price} opened"
-                    walked["opened"] += 1
-                elif highest > limit:
+            assert len(entries) == position + 1, (entries, ids[: position + 1])
+            walked["first"] += position == 0
+            for (asin, title, price), entry in zip(rows[: position + 1], entries, strict=True):
+                over = max(float(p) for p in re.findall(r"[\d.]+", price)) > limit
+                if asin.lower() == chosen:
+                    assert not over
+                    assert entry == f"{price} under, {title} names what the instruction asks for"
+                elif over:
                     assert entry == f"{price} over"
                     walked["over"] += 1
+                elif asin.lower() in opened[:-1]:
+                    assert entry == f"{price} under, opened"
+                    walked["opened"] += 1
                 else:
-                    assert entry.startswith(f"{price} "), entry
-            top = max(float(p) for p in re.findall(r"[\d.]+", match.group(4)))
-            assert top <= limit
-    assert walked["over"] >= 5 and walked["opened"] >= 5, walked
+                    assert entry.startswith(f"{price} under, "), entry
+    assert walked["over"] >= 5 and walked["opened"] >= 5 and walked["first"] >= 5, walked
 
 
 def test_the_privileged_state_names_the_target(games_dir):

@@ -17,9 +17,9 @@ the goal's instruction (without the price clause), then picks a result in one of
   (LEAP's realizable corrections).
 
 The reasons state the comparisons that decide: the first search writes out the options
-asked for and the price limit (``search_reason``), a result choice walks the results above
-it with what rules each out (``_choice_reason``), an item's option and purchase reasons
-list the options offered, asked for and chosen.
+asked for and the price limit (``search_reason``), a result choice walks down the page with
+each result's price followed by its verdict against the limit (``_choice_reason``), an
+item's option and purchase reasons list the options offered, asked for and chosen.
 
 Being a function of the page (and of the items opened so far), it also says what to do
 after any student action (the teacher's replay).
@@ -188,42 +188,44 @@ def _why_not(env: WebShopEnv) -> str:
 
 
 def _choice_reason(env: WebShopEnv, asin: str) -> str:
-    """Why ``searches: page`` opens result ``asin``: each result above it on the page with
-    what rules it out, in page order (its shown price over the limit, opened already, not
-    the kind of product, fewer of the attributes asked for), then the chosen one, under the
-    limit (``Price limit 40.00: $48.74 over, $52.1 opened; <title> at $18.42 is under and
-    names what the instruction asks for.``). Results passed over are named by their shown
-    price, never by identifier (the goal product may be among them).
+    """Why ``searches: page`` opens result ``asin``: a walk down the page from the top to
+    it, each result by its shown price followed at once by its verdict against the limit,
+    then what else rules it out (opened already, another kind of product, fewer of the
+    attributes asked for), ending at the chosen one (``Price limit 40.00: $48.74 over;
+    $12.5 under, opened; $18.42 under, <title> names what the instruction asks for.``).
+    Results are named by price, never by identifier (the goal product may be among those
+    passed over).
 
-    The reason that named only the chosen result ("... under the 40.00 dollar limit") never
-    held the word ``over``: students wrote "under" for any price, 92.25 against a limit of
-    60 (15 of the 49 failures of the twenty-first session's iteration 0 bought over the
-    limit). The walk down the page puts a comparison before every result passed over.
+    The verdict is the token right after the price, with the limit written at the start:
+    a student writing the walk makes the comparison where the number is. The reason that
+    named only the chosen result (``<title> at $92.25 ..., under the 60.00 dollar limit``)
+    never held the word ``over``, and its verdict came after the choice: students wrote
+    "under" after any price (15 of the 49 failures of the twenty-first session's
+    iteration 0 bought over the limit). A walk that started with the chosen title left the
+    choice before the price as well: that student (twenty-second session) opened the first
+    result in every episode and wrote "under" after $88.30 against a limit of 70.
     """
     goal, shop = env.goal, env.shop
     upper = goal["price_upper"]
     limited = upper < NO_PRICE_LIMIT
-    passed = []
+    walk = []
     for other in env._page_asins():
-        if other == asin:
-            break
         product = shop.by_asin[other]
-        if other in env.opened:
-            passed.append(f"{product['Price']} opened")
-        elif not _price_fits(product, goal):
-            passed.append(f"{product['Price']} over")
+        fits = _price_fits(product, goal)
+        price = f"{product['Price']} under" if limited and fits else product["Price"]
+        if other == asin:
+            walk.append(f"{price}, {product['Title']} names what the instruction asks for")
+            break
+        if not fits:
+            walk.append(f"{price} over")
+        elif other in env.opened:
+            walk.append(f"{price}, opened")
         elif _attribute_hits(product, goal) < 0:
-            passed.append(f"{product['Price']} another kind")
+            walk.append(f"{price}, another kind")
         else:
-            passed.append(f"{product['Price']} names fewer")
-    product = shop.by_asin[asin]
-    head = f"Price limit {upper:.2f}: " if limited else "Any price: "
-    walk = f"{', '.join(passed)}; " if passed else ""
-    verdict = "is under and names" if limited else "names"
-    return (
-        f"{head}{walk}{product['Title']} at {product['Price']} {verdict} what the instruction "
-        "asks for."
-    )
+            walk.append(f"{price}, names fewer")
+    head = f"Price limit {upper:.2f}" if limited else "Any price"
+    return f"{head}: {'; '.join(walk)}."
 
 
 def _page_action(env: WebShopEnv) -> tuple[str, str] | None:

@@ -203,7 +203,8 @@ def _choice_reason(env: WebShopEnv, asin: str) -> str:
     "under" after any price (15 of the 49 failures of the twenty-first session's
     iteration 0 bought over the limit). A walk that started with the chosen title left the
     choice before the price as well: that student (twenty-second session) opened the first
-    result in every episode and wrote "under" after $88.30 against a limit of 70.
+    result in 96 of its 128 result choices and wrote "under" after $88.30 against a limit
+    of 70.
     """
     goal, shop = env.goal, env.shop
     upper = goal["price_upper"]

@@ -209,3 +209,32 @@ def test_an_item_as_good_as_the_goal_product_is_kept_and_bought(tmp_path):
     wrong = teacher.correct(_play(game, [f"search[{query}]", f"click[{lacking}]"]), {})
     assert wrong["steps"][1]["is_corrected"]
     assert wrong["steps"][1]["corrected_action"] != f"click[{lacking}]"
+
+
+def test_a_result_over_the_limit_is_corrected_with_its_price_called_over(tmp_path):
+    """A student that opens the first result while its shown price is over the limit is
+    corrected on that step, and the corrected reason walks the page from that result:
+    its price, then ``over``, before the result the teacher opens."""
+    from leap_kalm.envs.webshop.expert import _price_fits
+
+    games = world.list_games("train", 40, games_dir=str(tmp_path))
+    teacher = make_teacher("webshop", {"kind": "scripted", "searches": "page"}, games)
+    corrected = 0
+    for game in games:
+        env = world.make_env(game, 15)
+        env.reset()
+        env.step(f"search[{goal_query(env.goal)}]")
+        first = env._page_asins()[0]
+        product = env.shop.by_asin[first]
+        if _price_fits(product, env.goal):
+            continue
+        step = teacher.correct(
+            _play(game, [f"search[{goal_query(env.goal)}]", f"click[{first}]"]), {}
+        )["steps"][1]
+        assert step["is_corrected"] and step["corrected_action"] != f"click[{first}]"
+        limit = f"{env.goal['price_upper']:.2f}"
+        assert step["corrected_reason"].startswith(
+            f"Price limit {limit}: {product['Price']} over; "
+        ), step["corrected_reason"]
+        corrected += 1
+    assert corrected >= 3

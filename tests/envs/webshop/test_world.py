@@ -42,55 +42,74 @@ def test_the_expert_buys_the_goal_product_and_the_task_parses(games_dir):
         )
 
 
-def test_item_reasons_state_the_options_asked_for_and_chosen_before_deciding(games_dir):
+def test_item_reasons_check_the_pages_options_against_the_instruction(games_dir):
     """Every option click's and purchase's reason lists the option buttons the page shows,
-    the options the instruction asks for, each marked offered, the ones the page shows
-    chosen, and then the decision: the next option asked for not chosen yet (the one
-    clicked), or buying once all are chosen."""
+    then those of them the instruction asks for, in page order, with their count against
+    the number asked (``asked among them: 24 count, vanilla (2 of 2)``), the ones the page
+    shows chosen, and then the decision: the next option asked for not chosen yet (the one
+    clicked), or buying once all are chosen. An item lacking an option asked for is left
+    with the same check and a short count."""
     import re
 
-    n_options = n_buys = n_two = 0
+    n_options = n_buys = n_two = n_short = 0
     for game in world.list_games("train", 20, games_dir=games_dir):
+        asked_all = list(
+            dict.fromkeys(str(o).lower() for o in world.make_env(game, 15).goal["goal_options"])
+        )
         for step in world.run_expert(game, max_steps=15, seed=0, searches="page")["steps"]:
+            reason = step["reason"]
+            short = re.fullmatch(
+                r"This item (?:offers (.+)|has no options); asked among them: (.+) "
+                r"\((\d+) of (\d+)\); back to the results\.",
+                reason,
+            )
+            if short is not None:  # an item that lacks an option asked for
+                n_short += 1
+                offered = (short.group(1) or "").split(", ")
+                among = [] if short.group(2) == "none" else short.group(2).split(", ")
+                assert among == [o for o in dict.fromkeys(offered) if o in asked_all]
+                assert int(short.group(3)) == len(among) < int(short.group(4)) == len(asked_all)
+                assert step["action"] == "click[< prev]"
+                continue
             match = re.fullmatch(
-                r"This item offers (.+); asked: (.+); chosen: (.+); "
-                r"(next (.+)|all chosen, so buy)\.",
-                step["reason"],
+                r"This item offers (.+); asked among them: (.+) \((\d+) of (\d+)\); "
+                r"chosen: (.+); (next (.+)|all chosen, so buy)\.",
+                reason,
             )
             if match is None:
-                reason = step["reason"]
                 assert not reason.startswith("This item offers") or "back to the" in reason, reason
                 continue
-            offered, verdicts = match.group(1).split(", "), match.group(2).split(", ")
-            assert all(v.endswith(" (offered)") for v in verdicts), verdicts
-            asked = [v.removesuffix(" (offered)") for v in verdicts]
+            offered, asked = match.group(1).split(", "), match.group(2).split(", ")
+            assert asked == [o for o in dict.fromkeys(offered) if o in asked_all]  # page order
+            assert int(match.group(3)) == len(asked) == int(match.group(4)) == len(asked_all)
             shown = re.findall(r"\[button\] ([^\[]+?) \[button_\]", step["observation"])
             clicked = re.findall(
                 r"\[clicked button\] ([^\[]+?) \[clicked button_\]", step["observation"]
             )
             assert set(offered) <= {b.lower() for b in shown + clicked}
-            assert set(asked) <= set(offered)
-            chosen = [] if match.group(3) == "none" else match.group(3).split(", ")
+            chosen = [] if match.group(5) == "none" else match.group(5).split(", ")
             assert set(chosen) == set(asked) & {c.lower() for c in clicked}
             n_two += len(asked) > 1
-            if match.group(5) is not None:
+            if match.group(7) is not None:
                 n_options += 1
-                assert step["action"] == f"click[{match.group(5)}]"
-                assert match.group(5) in asked and match.group(5) not in chosen
+                assert step["action"] == f"click[{match.group(7)}]"
+                assert match.group(7) in asked and match.group(7) not in chosen
             else:
                 n_buys += 1
                 assert step["action"] == "click[buy now]" and sorted(chosen) == sorted(asked)
-    assert n_options > 0 and n_buys > 0 and n_two > 0
+    assert n_options > 0 and n_buys > 0 and n_two > 0 and n_short > 0
 
 
 def test_the_first_search_writes_out_the_options_asked_for_and_the_price_limit(games_dir):
-    """Later reasons copy the options and the limit from the student's own first reason."""
+    """Later reasons copy the options, their number and the limit from the student's own
+    first reason."""
     for game in world.list_games("train", 10, games_dir=games_dir):
         env = world.make_env(game, 15)
         goal = env.goal
         trajectory = world.run_expert(game, max_steps=15, seed=0, searches="page")
         reason = trajectory["steps"][0]["reason"]
-        options = ", ".join(str(o).lower() for o in goal["goal_options"]) or "no options"
+        asked = list(dict.fromkeys(str(o).lower() for o in goal["goal_options"]))
+        options = f"{', '.join(asked) or 'no options'} ({len(asked)})"
         assert reason.endswith(f"; asked: {options}; price limit {goal['price_upper']:.2f}."), (
             reason
         )
@@ -173,7 +192,7 @@ def test_the_page_reading_expert_chooses_from_what_the_pages_show(games_dir):
                 assert product["Title"] in reason and env.goal["asin"] not in reason
             if env.page == "item" and action == "click[< prev]" and env._sub is None:
                 backs += 1
-                assert "(not offered)" in reason or "over the" in reason
+                assert "asked among them:" in reason or "over the" in reason
             _, reward, done, _, _ = env.step(action)
             if done:
                 break

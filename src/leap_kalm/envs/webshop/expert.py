@@ -19,7 +19,8 @@ the goal's instruction (without the price clause), then picks a result in one of
 The reasons state the comparisons that decide: the first search writes out the options
 asked for and the price limit (``search_reason``), a result choice walks down the page with
 each result's price followed by its verdict against the limit (``_choice_reason``), an
-item's option and purchase reasons list the options offered, asked for and chosen.
+item's option and purchase reasons list the page's options, those of them the instruction
+asks for with their count (``_among``), and those chosen.
 
 Being a function of the page (and of the items opened so far), it also says what to do
 after any student action (the teacher's replay).
@@ -65,31 +66,38 @@ def _offers(product: dict[str, Any]) -> str:
 def _asked_offered(product: dict[str, Any], goal: dict[str, Any]) -> list[tuple[str, bool]]:
     """Each option the instruction asks for (lower-cased) and whether the item page offers it."""
     offered = set(_offered(product))
-    return [(o, o in offered) for o in (str(option).lower() for option in goal["goal_options"])]
+    return [(o, o in offered) for o in _asked_options(goal)]
 
 
-def _asked(product: dict[str, Any], goal: dict[str, Any]) -> str:
-    """Every option the instruction asks for, each with its verdict on this item's page
-    (``asked: blue (offered), 10 ft (not offered)``).
+def _asked_options(goal: dict[str, Any]) -> list[str]:
+    """The options the instruction asks for, lower-cased, each once, in the goal's order."""
+    return list(dict.fromkeys(str(option).lower() for option in goal["goal_options"]))
 
-    The verdict follows each option's name in the same words whether the item is kept or
-    left, so a student decides offered / not offered right after it copies the option.
-    With ``the instruction asks for X; chosen`` against ``the instruction asks for X, which
-    it does not offer``, the branch hung on one punctuation mark that two-option reasons
-    also wrote (``asks for X, Y;``), and one-option goals drew most of the student's false
-    ``does not offer`` (``docs/results.md``, eighteenth session).
+
+def _among(product: dict[str, Any], goal: dict[str, Any]) -> str:
+    """The item page's options that the instruction asks for, in page order, with their
+    count against the number asked (``asked among them: 24 count, vanilla (2 of 2)``;
+    ``asked among them: none (0 of 1)`` for an item that lacks the one asked for).
+
+    The check runs from the page to the instruction: for each option just listed from the
+    page, is it named in the instruction? A page option that is not asked for appears
+    nowhere else in the student's context, so leaving it out has a local signal, and the
+    count then decides keep or leave against the number the first search wrote
+    (``search_reason``). The other direction (``asked: vanilla (offered)`` per option
+    asked for) had none: the asked option is in view on every page whether the item offers
+    it or not, and the twenty-second session's student wrote ``(offered)`` in 105 of its
+    121 verdicts on options the page lacked (``docs/results.md``).
     """
-    verdicts = [
-        f"{o} ({'offered' if here else 'not offered'})" for o, here in _asked_offered(product, goal)
-    ]
-    return f"asked: {', '.join(verdicts)}"
+    asked = _asked_options(goal)
+    here = list(dict.fromkeys(v for v in _offered(product) if v in set(asked)))
+    return f"asked among them: {', '.join(here) or 'none'} ({len(here)} of {len(asked)})"
 
 
 def _choose_options_or_buy(env: WebShopEnv) -> tuple[str, str]:
     """On the open item's page: the next goal option it offers not chosen yet, else buy.
 
-    Each reason states every option asked for with its verdict and which of them the page
-    shows chosen, then the decision (``next <value>``, or buy once all are chosen). A
+    Each reason lists the page's options, those of them the instruction asks for with their
+    count (``_among``) and which of them the page shows chosen, then the decision (``next <value>``, or buy once all are chosen). A
     student taught reasons naming only the option about to be clicked bought after the
     first of two (``docs/webshop.md``).
     """
@@ -97,7 +105,7 @@ def _choose_options_or_buy(env: WebShopEnv) -> tuple[str, str]:
     wanted = wanted_options(product, env.goal)
     chosen = [v for name, v in wanted.items() if env._options.get(name) == v]
     to_choose = [v for name, v in wanted.items() if env._options.get(name) != v]
-    state = f"{_asked(product, env.goal)}; chosen: {', '.join(chosen) if chosen else 'none'}"
+    state = f"{_among(product, env.goal)}; chosen: {', '.join(chosen) if chosen else 'none'}"
     if to_choose:
         return f"click[{to_choose[0]}]", f"{_offers(product)}; {state}; next {to_choose[0]}."
     if not wanted:
@@ -111,14 +119,17 @@ def _under_limit(goal: dict[str, Any]) -> str:
 
 
 def search_reason(goal: dict[str, Any]) -> str:
-    """The first search's reason: it also writes out the options the instruction asks for
-    and its price limit, so that later reasons copy them from the student's own words.
+    """The first search's reason: it also writes out the options the instruction asks for,
+    their number and its price limit (``asked: vanilla, 24 count (2); price limit 40.00.``),
+    so that later reasons copy them from the student's own words and an item page's
+    ``(k of n)`` count (``_among``) has its ``n`` written once already.
 
     Students listed one of two options asked for on item pages (``asked: terracotta``
     for "white, terracotta"), then bought after choosing it: 21 of the 49 failures of the
     twenty-first session's iteration 0 (``docs/webshop.md``).
     """
-    options = ", ".join(str(o).lower() for o in goal["goal_options"]) or "no options"
+    asked = _asked_options(goal)
+    options = f"{', '.join(asked) or 'no options'} ({len(asked)})"
     upper = goal["price_upper"]
     limit = f"price limit {upper:.2f}" if upper < NO_PRICE_LIMIT else "any price"
     return (
@@ -175,7 +186,7 @@ def _item_fault(env: WebShopEnv) -> str | None:
             "dollar limit; back to the results."
         )
     if _lacks_option(product, env.goal):
-        return f"{_offers(product)}; {_asked(product, env.goal)}; back to the results."
+        return f"{_offers(product)}; {_among(product, env.goal)}; back to the results."
     return None
 
 

@@ -9,7 +9,10 @@ one factor at a time:
 3. + cache: each episode's KV cache reused, new tokens prefilled in one padded forward;
 4. + bf16: the student's weights in bf16 (where the CPU computes bf16 natively);
 5. + per-episode prefill: each episode's new tokens in a forward of their own (no
-   padding to the batch's longest), the default since the seventeenth session.
+   padding to the batch's longest), the default since the seventeenth session;
+6. + finished rows leave the batch: while decoding, the rows whose answer is complete
+   are dropped once they are a quarter of the batch (``compact_after: 0.25``), the
+   default since the twenty-third session. Set-ups 1-5 decode every row to the end.
 
 ``--setups 4,5`` runs a subset (numbers as above; ratios then compare neighbours).
 
@@ -23,7 +26,7 @@ actions agree with set-up 1 (fp32 set-ups should agree exactly; bf16 may drift).
     OMP_NUM_THREADS=2 .venv/bin/python benchmarks/eval_speed.py --env webshop --split test \
         --student data/learn/06_models/webshop/iter0/student_sft/<version>/student_sft \
         --games data/learn/01_raw/webshop/games_index.json --max-steps 15 --max-new-tokens 96 \
-        --batch 20 --episodes 40 --setups 4,5
+        --batch 20 --episodes 40 --setups 5,6
 
 Writes benchmarks/results/eval_speed.md.
 """
@@ -42,12 +45,13 @@ from leap_kalm.llm.generation import EpisodeGenerator, SamplingParams
 from leap_kalm.llm.models import load_model
 
 SETUPS = [
-    # label, batched, reuse cache, dtype, prefill
-    ("LEAP's way: one episode, re-encode, fp32", False, False, "float32", "batch"),
-    ("+ batching", True, False, "float32", "batch"),
-    ("+ KV cache, batched prefill", True, True, "float32", "batch"),
-    ("+ bf16 weights", True, True, "bfloat16", "batch"),
-    ("+ per-episode prefill", True, True, "bfloat16", "episode"),
+    # label, batched, reuse cache, dtype, prefill, compact_after
+    ("LEAP's way: one episode, re-encode, fp32", False, False, "float32", "batch", 0.0),
+    ("+ batching", True, False, "float32", "batch", 0.0),
+    ("+ KV cache, batched prefill", True, True, "float32", "batch", 0.0),
+    ("+ bf16 weights", True, True, "bfloat16", "batch", 0.0),
+    ("+ per-episode prefill", True, True, "bfloat16", "episode", 0.0),
+    ("+ finished rows leave the batch", True, True, "bfloat16", "episode", 0.25),
 ]
 
 
@@ -63,7 +67,7 @@ def load_games(env: str, path: Path, split: str, n: int, max_steps: int) -> list
 
 
 def one_pass(models: dict, specs: list, setup: tuple, args: argparse.Namespace) -> dict:
-    label, batched, reuse, dtype, prefill = setup
+    label, batched, reuse, dtype, prefill, compact_after = setup
     batch, max_steps, fmt = args.batch, args.max_steps, args.prompt_format
     model, tokenizer = models[dtype]
     size = batch if batched else 1
@@ -74,6 +78,7 @@ def one_pass(models: dict, specs: list, setup: tuple, args: argparse.Namespace) 
         reuse_cache=reuse,
         max_batch=size,
         prefill=prefill,
+        compact_after=compact_after,
     )
     settings = StudentSettings(
         args.env, None, max_steps, size, prompt_format=fmt, action_selection="generate"
@@ -90,6 +95,8 @@ def one_pass(models: dict, specs: list, setup: tuple, args: argparse.Namespace) 
         "actions": [[s["action"] for s in t["steps"]] for t in trajectories],
         "encoded": generator.stats.encoded_tokens,
         "prompt": generator.stats.prompt_tokens,
+        "row_steps": generator.stats.decoded_row_steps,
+        "generated": generator.stats.generated_tokens,
     }
 
 
@@ -112,7 +119,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--prompt-format", default="conversation")
     parser.add_argument("--max-new-tokens", type=int, default=48)
-    parser.add_argument("--setups", default="1,2,3,4,5", help="which set-ups, by number")
+    parser.add_argument("--setups", default="1,2,3,4,5,6", help="which set-ups, by number")
     parser.add_argument("--report", default="eval_speed", help="report name in benchmarks/results")
     args = parser.parse_args()
     setups = [SETUPS[int(i) - 1] for i in args.setups.split(",")]
@@ -136,8 +143,8 @@ def main() -> None:
         f"new tokens at most; batch {args.batch}; set-ups alternated, medians of {args.rounds} "
         "round(s).",
         "",
-        "| set-up | wall s | episode-steps | steps/s | episodes/s | tokens encoded | vs previous | vs first | actions as the first | won | score |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| set-up | wall s | episode-steps | steps/s | episodes/s | tokens encoded | decoding rows computed (tokens kept) | vs previous | vs first | actions as the first | won | score |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     previous = None
     base = None
@@ -149,7 +156,8 @@ def main() -> None:
         step_up = f"{rate / previous:.2f}×" if previous else ""
         lines.append(
             f"| {label} | {seconds:.1f} | {r['steps']} | {rate:.2f} | {args.episodes / seconds:.3f} | "
-            f"{r['encoded']} of {r['prompt']} | {step_up} | {rate / base:.2f}× | "
+            f"{r['encoded']} of {r['prompt']} | {r['row_steps']} ({r['generated']}) | "
+            f"{step_up} | {rate / base:.2f}× | "
             f"{agreement(r['actions'], reference['actions']):.0%} | {r['won']} | "
             f"{100 * r['score'] / args.episodes:.1f} |"
         )

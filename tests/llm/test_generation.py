@@ -166,3 +166,57 @@ def test_scores_are_the_summed_log_probabilities_of_a_full_forward(tiny, prefill
     assert small.score([prompt], ["ep"], [options])[0] == pytest.approx(scores, abs=1e-4)
     assert gen.score([prompt], ["ep"], [options])[0] == pytest.approx(scores, abs=1e-4)
     assert gen.stats.reused_tokens >= len(ids) - 1
+
+
+def test_finished_rows_leave_the_batch_and_the_answers_stay_the_same(tiny):
+    """Rows that end early are dropped from the decoding batch (``compact_after``): every
+    answer is the one decoded with the whole batch to the end, cut at its stop token, with
+    the same logits at every step, and fewer row-steps are computed."""
+    import torch
+
+    model, tokenizer = tiny
+    # sampled (seeded per episode, so a row's tokens do not depend on its batch mates):
+    # the tiny random model repeats one token under greedy decoding
+    sampling = SamplingParams(max_new_tokens=16, temperature=1.0, stop_after_action=False)
+    names = ["a", "bb", "ccc", "dddd", "eeeee", "ffffff"]
+
+    def decode(compact_after, stop_ids=None):
+        gen = EpisodeGenerator(model, tokenizer, sampling, compact_after=compact_after)
+        if stop_ids is not None:
+            gen._stop_ids = set(stop_ids)
+        gen.logits = {name: [] for name in names}  # each episode's next-token logits, in order
+        sample = gen._sample
+
+        def recording(logits, keys):
+            for row, key in enumerate(keys):
+                gen.logits[key].append(logits[row].clone())
+            return sample(logits, keys)
+
+        gen._sample = recording
+        # histories of different lengths: each row has its own positions and mask
+        prompts = [_episode_prompts(gen, k + 1, name)[k] for k, name in enumerate(names)]
+        all_ids = gen._encode_prompts(prompts)  # the token ids, as ``generate`` decodes them
+        cache, mask, _ = gen._prefill(names, all_ids, sampling.max_new_tokens)
+        ids = gen._decode(names, all_ids, cache, mask, mask.shape[1] - sampling.max_new_tokens)
+        return gen, ids
+
+    _, full = decode(0.0, stop_ids=set())
+    # a stop token per row at a different depth: rows 0, 2, 4 end early, the others run on
+    stops = {row[k] for row, k in zip(full[::2], (2, 6, 10), strict=True)}
+    expected = [row[: next((i for i, t in enumerate(row) if t in stops), len(row))] for row in full]
+    assert len({len(e) for e in expected}) > 2  # the rows end at different steps
+    kept, kept_ids = decode(0.0, stops)
+    compact, compact_ids = decode(0.25, stops)
+    assert kept_ids == compact_ids == expected
+    assert compact.stats.decoded_row_steps < kept.stats.decoded_row_steps
+    for name, row in zip(names, expected, strict=True):  # the same logits while a row writes
+        live = min(len(row) + 1, sampling.max_new_tokens)  # its tokens and the stop token
+        assert len(compact.logits[name]) >= live
+        for a, b in zip(kept.logits[name][:live], compact.logits[name][:live], strict=True):
+            assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_compact_after_must_be_a_share(tiny):
+    model, tokenizer = tiny
+    with pytest.raises(ValueError, match="compact_after"):
+        EpisodeGenerator(model, tokenizer, compact_after=1.5)

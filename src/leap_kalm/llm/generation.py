@@ -54,6 +54,7 @@ class GenerationStats:
     encoded_tokens: int = 0
     reused_tokens: int = 0
     generated_tokens: int = 0
+    decoded_row_steps: int = 0  # rows computed per decoding forward, summed over forwards
     calls: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -90,6 +91,10 @@ class EpisodeGenerator:
         prefill: ``episode`` (each episode's new tokens in a forward of their own) or
             ``batch`` (one padded forward for the batch). Same answers up to rounding;
             ``episode`` wastes no compute on padding (benchmarks/eval_speed.py).
+        compact_after: While decoding, drop the rows that have finished their answer once
+            they are this share of the batch or more (0: never; answers of one batch differ
+            in length several times over, and a finished row otherwise costs a full row of
+            compute until the longest is done). Same answers up to rounding.
     """
 
     def __init__(
@@ -100,6 +105,7 @@ class EpisodeGenerator:
         reuse_cache: bool = True,
         max_batch: int = 16,
         prefill: str = "episode",
+        compact_after: float = 0.25,
     ) -> None:
         import torch
 
@@ -111,6 +117,9 @@ class EpisodeGenerator:
         self.reuse_cache = reuse_cache
         self.max_batch = max_batch
         self.prefill = prefill
+        if not 0.0 <= compact_after <= 1.0:
+            raise ValueError(f"compact_after must be within [0, 1], got {compact_after!r}")
+        self.compact_after = compact_after
         self.stats = GenerationStats()
         self._caches: dict[Hashable, tuple[list[int], Any]] = {}
         self._rngs: dict[Hashable, Any] = {}
@@ -441,7 +450,9 @@ class EpisodeGenerator:
         """Decode all rows together from ``slot``, feeding each its last prompt token first.
 
         The static cache is written in place, one slot per step: no copy of the batch's
-        keys and values per generated token. Returns the new token ids per row.
+        keys and values per generated token. Rows that have finished leave the batch
+        (``compact_after``): the next steps compute only the rows still writing. Returns
+        the new token ids per row.
         """
         import torch
 
@@ -450,6 +461,7 @@ class EpisodeGenerator:
         positions = torch.tensor([len(ids) - 1 for ids in all_ids], device=self._device)
         generated: list[list[int]] = [[] for _ in range(batch)]
         done = [False] * batch
+        rows = list(range(batch))  # the episode of each row still in the cache
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         for step in range(self.sampling.max_new_tokens):
             mask[:, slot + step] = 1
@@ -461,22 +473,40 @@ class EpisodeGenerator:
                     cache=cache,
                     use_cache=True,
                 )
-            chosen = self._sample(out.logits[:, -1, :], keys)
-            self._append_tokens(chosen, generated, done)
+            self.stats.decoded_row_steps += len(rows)
+            chosen = self._sample(out.logits[:, -1, :], [keys[r] for r in rows])
+            self._append_tokens(chosen, generated, done, rows)
             if all(done):
                 break
-            next_tokens = torch.where(
-                torch.tensor(done, device=self._device), torch.full_like(chosen, pad_id), chosen
-            )
+            live = [i for i, r in enumerate(rows) if not done[r]]
+            if self._should_compact(len(rows), len(live)):
+                index = torch.tensor(live, device=self._device)
+                for layer in cache.layers:
+                    layer.reorder_cache(index)
+                mask, positions, chosen = mask[index], positions[index], chosen[index]
+                rows = [rows[i] for i in live]
+            finished = torch.tensor([done[r] for r in rows], device=self._device)
+            next_tokens = torch.where(finished, torch.full_like(chosen, pad_id), chosen)
             positions = positions + 1
         return generated
 
-    def _append_tokens(self, chosen: Any, generated: list[list[int]], done: list[bool]) -> None:
-        """Append each unfinished row's token; mark rows done at a stop token or a full action."""
-        for row in range(len(generated)):
+    def _should_compact(self, n_rows: int, n_live: int) -> bool:
+        """Drop the finished rows once they are ``compact_after`` of the batch or more (0:
+        never): a finished row costs a full row of compute on every later step, while
+        dropping rows copies the live rows' keys and values once."""
+        if not self.compact_after or n_live == n_rows:
+            return False
+        return (n_rows - n_live) >= self.compact_after * n_rows
+
+    def _append_tokens(
+        self, chosen: Any, generated: list[list[int]], done: list[bool], rows: list[int]
+    ) -> None:
+        """Append each unfinished episode's token (``chosen[i]`` is episode ``rows[i]``'s);
+        mark episodes done at a stop token or a full action."""
+        for i, row in enumerate(rows):
             if done[row]:
                 continue
-            token = int(chosen[row])
+            token = int(chosen[i])
             if token in self._stop_ids:
                 done[row] = True
                 continue

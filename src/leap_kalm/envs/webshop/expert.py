@@ -89,7 +89,8 @@ def _among(product: dict[str, Any], goal: dict[str, Any]) -> str:
     121 verdicts on options the page lacked (``docs/results.md``).
     """
     asked = _asked_options(goal)
-    here = list(dict.fromkeys(v for v in _offered(product) if v in set(asked)))
+    wanted = set(asked)
+    here = list(dict.fromkeys(v for v in _offered(product) if v in wanted))
     return f"asked among them: {', '.join(here) or 'none'} ({len(here)} of {len(asked)})"
 
 
@@ -97,9 +98,9 @@ def _choose_options_or_buy(env: WebShopEnv) -> tuple[str, str]:
     """On the open item's page: the next goal option it offers not chosen yet, else buy.
 
     Each reason lists the page's options, those of them the instruction asks for with their
-    count (``_among``) and which of them the page shows chosen, then the decision (``next <value>``, or buy once all are chosen). A
-    student taught reasons naming only the option about to be clicked bought after the
-    first of two (``docs/webshop.md``).
+    count (``_among``) and which of them the page shows chosen, then the decision (``next
+    <value>``, or buy once all are chosen). A student taught reasons naming only the option
+    about to be clicked bought after the first of two (``docs/webshop.md``).
     """
     product = env.shop.by_asin[env._asin]
     wanted = wanted_options(product, env.goal)

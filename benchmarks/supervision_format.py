@@ -9,8 +9,10 @@ places not visited yet. Reported side by side, in one run:
 
 * tokens per supervised action (every token a training step encodes, over the actions
   it supervises), counted with the student's own tokenizer and chat template;
-* supervised actions per second of SFT (the same trainer settings, batch 4 records,
-  full fine-tuning, bf16 autocast where native, completion-only scoring), the formats
+* supervised actions per second of SFT (4 records per optimiser step, each format with
+  its profile's batching: per-step records 4 to a forward, episodes 1 to a forward with 4
+  accumulated and gradient checkpointing; full fine-tuning, bf16 autocast where native,
+  completion-only scoring), the formats
   alternating round by round so both see the same machine load; medians.
 
     OMP_NUM_THREADS=2 .venv/bin/python benchmarks/supervision_format.py --data-root data/learn
@@ -60,7 +62,23 @@ def count_tokens(fmt: str, records: list[dict], tokenizer) -> tuple[int, int]:
     return tokens, actions
 
 
-def time_sft(records: list[dict], steps: int) -> float:
+def step_settings(fmt: str) -> dict:
+    """Four records per optimiser step, as each format trains in its profile: per-step
+    records (~380 tokens) four to a forward; whole episodes (0.5-2.7k tokens) one to a
+    forward with four accumulated and gradient checkpointing (``conf/base/parameters_train_sft.yml``:
+    four episodes to a forward ran out of 24 GB)."""
+    from leap_kalm.llm.prompts import CONVERSATION_FORMATS
+
+    if fmt in CONVERSATION_FORMATS:
+        return {
+            "per_device_train_batch_size": 1,
+            "gradient_accumulation_steps": 4,
+            "gradient_checkpointing": True,
+        }
+    return {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 1}
+
+
+def time_sft(fmt: str, records: list[dict], steps: int) -> float:
     """Median seconds per optimiser step (the first, warming up, is dropped)."""
     from _sft_clock import median_sft_step
 
@@ -72,10 +90,10 @@ def time_sft(records: list[dict], steps: int) -> float:
         {
             "max_steps": steps,
             "learning_rate": 1e-4,
-            "per_device_train_batch_size": 4,
             "max_length": 3072,
             "logging_steps": steps,
             "lora": {"r": 0},
+            **step_settings(fmt),
         }
     )
     return median_sft_step(model, tokenizer, records, params)
@@ -102,7 +120,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for fmt in formats:
             sample = records[fmt][:: max(1, len(records[fmt]) // (4 * args.steps))]
-            seconds[fmt].append(time_sft(sample[: 4 * args.steps], args.steps))
+            seconds[fmt].append(time_sft(fmt, sample[: 4 * args.steps], args.steps))
             print(f"{fmt}: {seconds[fmt][-1]:.2f} s/step", flush=True)
     step = {
         fmt: statistics.median(seconds[fmt]) if seconds[fmt] else float("nan") for fmt in formats
@@ -112,7 +130,9 @@ def main() -> None:
         "# Supervision format: LEAP's per-step prompt vs the episode as one chat",
         "",
         f"Machine: {platform.processor() or platform.machine()}, native bf16: "
-        f"{cpu_has_native_bf16()}; SmolLM2-135M-Instruct, full fine-tuning, batch 4 records, "
+        f"{cpu_has_native_bf16()}; SmolLM2-135M-Instruct, full fine-tuning, 4 records per "
+        "optimiser step (per-step records 4 to a forward; episodes 1 to a forward, 4 "
+        "accumulated, gradient checkpointing), "
         f"{args.rounds} alternating rounds of {args.steps} steps (first dropped); medians.",
         f"Data: {len(logs)} annotated expert logs from `{args.data_root}`.",
         "",

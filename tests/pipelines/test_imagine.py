@@ -259,3 +259,21 @@ def test_goals_per_level_can_differ_by_level(grounded_ref):
         ImagineParams(n_per_level={"medium": 3}).goals_for("easy", clevr.IMAGINATION_LEVELS)
     with pytest.raises(ValueError, match="'easy' must be a positive integer, got 0"):
         ImagineParams(n_per_level={"easy": 0}).goals_for("easy", clevr.IMAGINATION_LEVELS)
+
+
+def test_max_steps_can_differ_by_level(grounded_ref):
+    params = {"n_per_level": 3, "max_steps": {"rephrase": 2}, "batch_size": 3, "seed": 3}
+    rephrase = imagine_level(grounded_ref, None, params, {"name": "tiny-test"}, "clevr", "rephrase")
+    assert rephrase["masks"].shape[1] == 2 and rephrase["masks"].sum(axis=1).max() <= 2
+    config = ImagineParams.from_dict(params)
+    levels = clevr.IMAGINATION_LEVELS
+    assert config.steps_for("rephrase", levels, 50) == 2
+    assert config.steps_for("hard", levels, 50) == 50  # omitted: the env's own cap
+    assert ImagineParams(max_steps=7).steps_for("easy", levels, 1) == 7
+    assert ImagineParams().steps_for("hard", levels, 50) == 50
+    with pytest.raises(ValueError, match=r"imagine.max_steps names levels \['medium'\]"):
+        ImagineParams(max_steps={"medium": 3}).steps_for("easy", levels, 1)
+    with pytest.raises(
+        ValueError, match="imagine.max_steps for 'hard' must be a positive integer, got 0"
+    ):
+        ImagineParams(max_steps={"hard": 0}).steps_for("hard", levels, 50)

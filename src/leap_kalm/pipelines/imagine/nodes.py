@@ -23,7 +23,9 @@ class ImagineParams(ConfigMixin):
             number for every level, or a mapping from level to number (levels it omits
             get ``DEFAULT_GOALS``), since a level's rollouts can differ in cost (CLEVR's
             easy goals are one action, its rephrase and hard goals up to 50).
-        max_steps: Most actions per imagined rollout (``null``: the env's own cap per level).
+        max_steps: Most actions per imagined rollout: one number for every level, a
+            mapping from level to number (levels it omits keep the env's own cap), or
+            ``null`` (the env's own cap per level).
         batch_size: Rollouts generated together.
         temperature: 0 takes the most likely discrete action; above 0 samples it.
         n_instructions: Wordings recorded per goal (the first is the prompt's).
@@ -34,7 +36,7 @@ class ImagineParams(ConfigMixin):
     DEFAULT_GOALS: ClassVar[int] = 100
 
     n_per_level: int | dict[str, int] = DEFAULT_GOALS
-    max_steps: int | None = None
+    max_steps: int | dict[str, int] | None = None
     batch_size: int = 32
     temperature: float = 0.0
     n_instructions: int = 1
@@ -47,20 +49,36 @@ class ImagineParams(ConfigMixin):
             ValueError: When the mapping names a level the world does not imagine, or a
                 count is not a positive integer.
         """
-        counts = (
-            self.n_per_level if isinstance(self.n_per_level, dict) else {level: self.n_per_level}
+        n = _per_level(self.n_per_level, "n_per_level", level, levels)
+        return self.DEFAULT_GOALS if n is None else n
+
+    def steps_for(self, level: str, levels: tuple[str, ...], env_cap: int) -> int:
+        """Most actions per rollout at ``level``; ``env_cap`` (the env's own) when unset.
+
+        Raises:
+            ValueError: As ``goals_for``, for ``max_steps``.
+        """
+        n = _per_level(self.max_steps, "max_steps", level, levels)
+        return env_cap if n is None else n
+
+
+def _per_level(
+    value: int | dict[str, int] | None, name: str, level: str, levels: tuple[str, ...]
+) -> int | None:
+    """``value`` for ``level``: one number for all levels, a mapping from level to number
+    (``None`` for a level it omits) or ``None``; checked to be a positive integer."""
+    if value is None:
+        return None
+    counts = value if isinstance(value, dict) else {level: value}
+    unknown = sorted(set(counts) - set(levels))
+    if unknown:
+        raise ValueError(
+            f"imagine.{name} names levels {unknown}; this world imagines {list(levels)}"
         )
-        unknown = sorted(set(counts) - set(levels))
-        if unknown:
-            raise ValueError(
-                f"imagine.n_per_level names levels {unknown}; this world imagines {list(levels)}"
-            )
-        n = counts.get(level, self.DEFAULT_GOALS)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(
-                f"imagine.n_per_level for {level!r} must be a positive integer, got {n!r}"
-            )
-        return n
+    n = counts.get(level)
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ValueError(f"imagine.{name} for {level!r} must be a positive integer, got {n!r}")
+    return n
 
 
 def imagination_world(world: str) -> Any:
@@ -115,7 +133,9 @@ def imagine_level(
     else:
         n_goals = config.goals_for(level, tuple(module.IMAGINATION_LEVELS))
         tasks = module.novel_goals(level, n_goals, config.seed, config.n_instructions)
-    max_steps = config.max_steps or module.IMAGINATION_MAX_STEPS[level]
+    max_steps = config.steps_for(
+        level, tuple(module.IMAGINATION_LEVELS), module.IMAGINATION_MAX_STEPS[level]
+    )
     model, tokenizer = load_grounded(grounded_llm.path, **model_load_kwargs(model_params))
     labels = TransitionLabels(module, level, tasks)
     rollouts = imagine(

@@ -1,3 +1,5 @@
+import pytest
+
 from leap_kalm.llm.prompts import build_student_messages, format_completion
 
 HISTORY = [
@@ -136,3 +138,80 @@ def test_conversation_places_records_train_on_the_same_answers():
         plain["messages"][i] for i in plain["loss_turns"]
     ]
     assert "Not visited yet: drawer 2, shelf 1" in placed["messages"][3]["content"]
+
+
+# -- conversation_compact --------------------------------------------------------------
+RESULTS = "Page 1 (Total results: 50) [SEP] " + " [SEP] ".join(
+    f"[button] G{i:03d} [button_]" for i in range(20)
+)
+ITEM = "[button] < Prev [button_] [SEP] " + "Acorn coffee beans, 24 count " * 8
+SHOP = [
+    {
+        "observation": "Instruction: buy coffee [SEP] [button] Search [button_]",
+        "reason": "r0",
+        "action": "search[coffee]",
+    },
+    {"observation": RESULTS, "reason": "r1", "action": "click[g001]"},
+    {"observation": ITEM, "reason": "r2", "action": "click[< prev]"},
+    {"observation": RESULTS, "reason": "r3", "action": "click[g002]"},
+    {"observation": ITEM, "reason": "r4", "action": "click[< prev]"},
+]
+
+
+def test_conversation_compact_writes_a_repeated_long_observation_once():
+    from leap_kalm.llm.prompts import COMPACT_MIN_CHARS, build_conversation, student_messages
+
+    assert len(RESULTS) >= COMPACT_MIN_CHARS and len(ITEM) >= COMPACT_MIN_CHARS
+    compact = student_messages("conversation_compact", "webshop", "t", SHOP, RESULTS, [])
+    plain = student_messages("conversation", "webshop", "t", SHOP, RESULTS, [])
+    users = _users(compact)
+    assert _users(plain)[1:] == [RESULTS, ITEM, RESULTS, ITEM, RESULTS]
+    assert users[1] == RESULTS and users[2] == ITEM  # first showings stay whole
+    pointer = "(The same as the observation after your action search[coffee] above; not repeated.)"
+    assert users[3] == users[5] == pointer
+    assert (
+        users[4]
+        == "(The same as the observation after your action click[g001] above; not repeated.)"
+    )
+    # answers are untouched, and the chat still only appends
+    assert [m for m in compact if m["role"] == "assistant"] == [
+        m for m in plain if m["role"] == "assistant"
+    ]
+    assert build_conversation("webshop", "t", SHOP[:3], RESULTS, compact=True) == compact[:8]
+
+
+def test_conversation_compact_keeps_short_repeats_and_the_first_observation():
+    from leap_kalm.llm.prompts import student_messages
+
+    nothing = "Nothing happens."
+    steps = [
+        {"observation": "You are in the middle of a room. " * 10, "reason": "a", "action": "look"},
+        {"observation": nothing, "reason": "b", "action": "open drawer 9"},
+    ]
+    start = steps[0]["observation"]
+    users = _users(student_messages("conversation_compact", "alfworld", "t", steps, nothing, []))
+    assert users[2] == nothing  # too short to point at
+    users = _users(student_messages("conversation_compact", "alfworld", "t", steps[:1], start, []))
+    assert users[0].endswith(start)
+    assert users[1] == "(The same as your first observation above; not repeated.)"
+
+
+def test_conversation_compact_records_train_on_the_same_answers_with_fewer_tokens():
+    from leap_kalm.llm.records import sft_records
+
+    trajectory = {"game_id": "g1", "task": "t", "steps": SHOP}
+    (plain,) = sft_records("conversation", "webshop", None, [trajectory])
+    (compact,) = sft_records("conversation_compact", "webshop", None, [trajectory])
+    assert compact["loss_turns"] == plain["loss_turns"] == [2, 4, 6, 8, 10]
+    assert [compact["messages"][i] for i in compact["loss_turns"]] == [
+        plain["messages"][i] for i in plain["loss_turns"]
+    ]
+    size = lambda r: sum(len(m["content"]) for m in r["messages"])  # noqa: E731
+    assert size(compact) < size(plain) - len(RESULTS) - len(ITEM) + 200
+
+
+def test_an_unknown_conversation_format_is_refused():
+    from leap_kalm.llm.prompts import conversation_options
+
+    with pytest.raises(ValueError, match="conversation_short"):
+        conversation_options("conversation_short")

@@ -85,8 +85,23 @@ def build_student_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-PROMPT_FORMATS = ("leap", "conversation", "conversation_places")
-CONVERSATION_FORMATS = ("conversation", "conversation_places")
+PROMPT_FORMATS = ("leap", "conversation", "conversation_places", "conversation_compact")
+CONVERSATION_FORMATS = ("conversation", "conversation_places", "conversation_compact")
+# conversation_compact: an observation at least this long that already appeared earlier in
+# the episode is not written out again (a results page the student goes back to)
+COMPACT_MIN_CHARS = 200
+
+
+def conversation_options(prompt_format: str) -> dict[str, bool]:
+    """The :func:`build_conversation` switches of a conversation ``prompt_format``."""
+    if prompt_format not in CONVERSATION_FORMATS:
+        raise ValueError(
+            f"prompt_format must be one of {CONVERSATION_FORMATS}, got {prompt_format!r}"
+        )
+    return {
+        "places": prompt_format == "conversation_places",
+        "compact": prompt_format == "conversation_compact",
+    }
 
 
 def build_conversation(
@@ -96,6 +111,7 @@ def build_conversation(
     observation: str | None = None,
     candidate_actions: Sequence[str] | None = None,
     places: bool = False,
+    compact: bool = False,
 ) -> list[ChatMessage]:
     """A whole episode as one growing chat: observations as user turns, the student's
     ``REASON/ACTION`` answers as assistant turns.
@@ -116,24 +132,41 @@ def build_conversation(
             been to yet (from that step's ``go to`` candidates and the ``You arrive at``
             observations so far): the ``conversation_places`` format. A turn depends only
             on the steps up to it, so the chat still only appends.
+        compact: An observation of at least ``COMPACT_MIN_CHARS`` characters that was
+            already shown in this episode becomes a pointer to the step whose action led
+            to it first (``conversation_compact``): WebShop's results page, shown again
+            after every ``click[< prev]``, is written once.
     """
     system = render_template(
         "student_conversation_system", env_description=ENV_DESCRIPTIONS.get(env, env)
     )
     messages: list[ChatMessage] = [{"role": "system", "content": system}]
     visited: set[str] = set()
+    shown: dict[str, int] = {}  # observation -> the step it was first shown at
 
-    def turn(observation: str, first: bool, candidates: Sequence[str] | None) -> ChatMessage:
+    def turn(t: int, observation: str, candidates: Sequence[str] | None) -> ChatMessage:
         unvisited = _unvisited(observation, candidates, visited) if places else None
-        return _observation_turn(task, observation, first, unvisited)
+        first_at = shown.setdefault(observation, t)
+        if compact and first_at < t and len(observation) >= COMPACT_MIN_CHARS:
+            observation = _pointer(history, first_at)
+        return _observation_turn(task, observation, t == 0, unvisited)
 
     for t, step in enumerate(history):
-        messages.append(turn(step["observation"], t == 0, step.get("candidate_actions")))
+        messages.append(turn(t, step["observation"], step.get("candidate_actions")))
         answer = format_completion(step.get("reason", ""), step["action"])
         messages.append({"role": "assistant", "content": answer})
     if observation is not None:
-        messages.append(turn(observation, not history, candidate_actions))
+        messages.append(turn(len(history), observation, candidate_actions))
     return messages
+
+
+def _pointer(history: Sequence[Step], first_at: int) -> str:
+    """What ``conversation_compact`` writes for an observation first shown at step
+    ``first_at``: the action that led to it then (the first observation has none)."""
+    if first_at == 0:
+        return "(The same as your first observation above; not repeated.)"
+    action = history[first_at - 1]["action"]
+    return f"(The same as the observation after your action {action} above; not repeated.)"
 
 
 _ARRIVE = re.compile(r"You arrive at (.+?)\.")
@@ -182,8 +215,14 @@ def student_messages(
             env, task, history, observation, candidate_actions, history_window
         )
     if prompt_format in CONVERSATION_FORMATS:
-        places = prompt_format == "conversation_places"
-        return build_conversation(env, task, history, observation, candidate_actions, places)
+        return build_conversation(
+            env,
+            task,
+            history,
+            observation,
+            candidate_actions,
+            **conversation_options(prompt_format),
+        )
     raise ValueError(f"prompt_format must be one of {PROMPT_FORMATS}, got {prompt_format!r}")
 
 

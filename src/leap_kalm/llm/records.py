@@ -18,6 +18,7 @@ from typing import Any
 from leap_kalm.llm.prompts import (
     CONVERSATION_FORMATS,
     build_conversation,
+    conversation_options,
     format_completion,
     student_messages,
 )
@@ -239,18 +240,18 @@ def _loss_turns(first: int, last: int) -> list[int]:
 
 
 def conversation_records_from_trajectories(
-    trajectories: Sequence[dict[str, Any]], env: str, places: bool = False
+    trajectories: Sequence[dict[str, Any]], env: str, prompt_format: str = "conversation"
 ) -> list[dict[str, Any]]:
-    """One record per trajectory: the whole episode as one chat, loss on every answer.
+    """One record per trajectory: the whole episode as one chat (``prompt_format``, one of
+    the conversation formats), loss on every answer.
 
     Records are ``{messages, loss_turns, game_id}``; ``loss_turns`` lists the indices of
     the assistant messages that are trained.
     """
+    options = conversation_options(prompt_format)
     return [
         {
-            "messages": build_conversation(
-                env, trajectory["task"], trajectory["steps"], places=places
-            ),
+            "messages": build_conversation(env, trajectory["task"], trajectory["steps"], **options),
             "loss_turns": _loss_turns(0, len(trajectory["steps"]) - 1),
             "game_id": trajectory["game_id"],
         }
@@ -264,7 +265,7 @@ def conversation_records_from_corrections(
     corrections: Sequence[dict[str, Any]],
     env: str,
     trained_steps: str = "trajectory",
-    places: bool = False,
+    prompt_format: str = "conversation",
 ) -> list[dict[str, Any]]:
     """The teacher's answers as chats that stay true to what the student observed.
 
@@ -279,6 +280,7 @@ def conversation_records_from_corrections(
     segment is trained (a trajectory without a correction gives no record).
     """
     _check_trained_steps(trained_steps)
+    options = conversation_options(prompt_format)
     by_id = {t["game_id"]: t for t in trajectories}
     records: list[dict[str, Any]] = []
     for correction in corrections:
@@ -301,7 +303,7 @@ def conversation_records_from_corrections(
             trained_from = end if trained_steps == "corrected" else first
             records.append(
                 {
-                    "messages": build_conversation(env, trajectory["task"], shown, places=places),
+                    "messages": build_conversation(env, trajectory["task"], shown, **options),
                     "loss_turns": _loss_turns(trained_from, end),
                     "game_id": trajectory["game_id"],
                 }
@@ -417,11 +419,10 @@ def sft_records(
     ``None``: behaviour cloning) or from the teacher's corrections of them (every step of
     a corrected trajectory, or with ``trained_steps: corrected`` the corrected ones)."""
     if prompt_format in CONVERSATION_FORMATS:
-        places = prompt_format == "conversation_places"
         if corrections is None:
-            return conversation_records_from_trajectories(trajectories, env, places)
+            return conversation_records_from_trajectories(trajectories, env, prompt_format)
         return conversation_records_from_corrections(
-            trajectories, corrections, env, trained_steps, places
+            trajectories, corrections, env, trained_steps, prompt_format
         )
     _check_format(prompt_format)
     if corrections is None:

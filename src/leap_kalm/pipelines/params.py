@@ -27,7 +27,8 @@ class LeapParams(ConfigMixin):
             candidate list, one record per step) or ``conversation`` (the episode as one
             chat, trained as one sequence per trajectory, rolled out append-only) or
             ``conversation_places`` (the same, each observation followed by the places
-            not visited yet).
+            not visited yet) or ``conversation_compact`` (the same, an observation shown
+            earlier in the episode written once: WebShop's results page on every return).
         action_selection: ``generate`` (the written action, repaired onto the candidates),
             ``score`` (the reason is generated, then the candidate the student finds most
             likely after it is taken: actions always exist) or ``repair`` (generated, and

@@ -60,7 +60,9 @@ def _policy(tiny, batch_size=3, temperature=1.0, **settings):
     )
 
 
-@pytest.mark.parametrize("prompt_format", ["leap", "conversation", "conversation_places"])
+@pytest.mark.parametrize(
+    "prompt_format", ["leap", "conversation", "conversation_places", "conversation_compact"]
+)
 def test_scored_actions_are_always_candidates(tiny, prompt_format):
     policy = _policy(tiny, action_selection="score", prompt_format=prompt_format)
     trajectories = list(roll_out(_specs(4), policy, "toy"))
@@ -146,3 +148,40 @@ def test_task_from_observation_is_the_last_line_of_a_world_without_its_own_task(
     assert task_from_observation("room.\n\nopen the blue box.\n") == "open the blue box."
     assert task_from_observation("i need red shoes") == "i need red shoes"
     assert task_from_observation("  \n") == ""
+
+
+class ShelfEnv(BoxEnv):
+    """BoxEnv whose empty box shows a long page, the same every time (as a results page)."""
+
+    PAGE = "The box is empty. On the shelf: " + ", ".join(f"a cup {i}" for i in range(40)) + "."
+
+    def step(self, action):
+        obs, reward, won, truncated, info = super().step(action)
+        return (self.PAGE if obs == "The box is empty." else obs), reward, won, truncated, info
+
+
+def test_compact_rollouts_keep_every_observation_whole_in_the_trajectory(tiny):
+    """``conversation_compact`` shortens what the student reads, not what is logged: the
+    trajectory (which the teacher corrects and SFT rebuilds chats from) has every page."""
+    from leap_kalm.llm.prompts import student_messages
+
+    specs = [
+        EpisodeSpec(game_id=f"game-{i}", make_env=lambda: ShelfEnv(4), task_type="find")
+        for i in range(3)
+    ]
+    policy = _policy(tiny, action_selection="score", prompt_format="conversation_compact")
+    trajectories = list(roll_out(specs, policy, "toy"))
+    assert len(trajectories) == 3
+    pages = [s["observation"] for t in trajectories for s in t["steps"]]
+    assert pages.count(ShelfEnv.PAGE) >= 2 and not any("not repeated" in p for p in pages)
+    # the student read pointers where a page came back
+    t = max(trajectories, key=lambda t: [s["observation"] for s in t["steps"]].count(ShelfEnv.PAGE))
+    shown = student_messages(
+        "conversation_compact",
+        "toy",
+        t["task"],
+        t["steps"][:-1],
+        t["steps"][-1]["observation"],
+        t["steps"][-1]["candidate_actions"],
+    )
+    assert sum("not repeated" in m["content"] for m in shown if m["role"] == "user") >= 1

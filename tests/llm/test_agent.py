@@ -151,13 +151,17 @@ def test_task_from_observation_is_the_last_line_of_a_world_without_its_own_task(
 
 
 class ShelfEnv(BoxEnv):
-    """BoxEnv whose empty box shows a long page, the same every time (as a results page)."""
+    """BoxEnv whose empty box shows, every other step, a long page, the same every time (as
+    a results page the shopper comes back to), and a short one between."""
 
     PAGE = "The box is empty. On the shelf: " + ", ".join(f"a cup {i}" for i in range(40)) + "."
 
     def step(self, action):
         obs, reward, won, truncated, info = super().step(action)
-        return (self.PAGE if obs == "The box is empty." else obs), reward, won, truncated, info
+        self.steps = getattr(self, "steps", 0) + 1
+        if obs == "The box is empty." and self.steps % 2:
+            obs = self.PAGE
+        return obs, reward, won, truncated, info
 
 
 def test_compact_rollouts_keep_every_observation_whole_in_the_trajectory(tiny):
@@ -184,4 +188,12 @@ def test_compact_rollouts_keep_every_observation_whole_in_the_trajectory(tiny):
         t["steps"][-1]["observation"],
         t["steps"][-1]["candidate_actions"],
     )
-    assert sum("not repeated" in m["content"] for m in shown if m["role"] == "user") >= 1
+    users = [m["content"] for m in shown if m["role"] == "user"]
+    assert sum("not repeated" in u for u in users) >= 1
+    # a pointer stands exactly where the page came back after another one in between
+    observations = [s["observation"] for s in t["steps"]]
+    expected = [
+        o == ShelfEnv.PAGE and o in observations[:i] and observations[i - 1] != o
+        for i, o in enumerate(observations)
+    ]
+    assert ["not repeated" in u for u in users] == expected

@@ -191,9 +191,33 @@ def test_conversation_compact_keeps_short_repeats_and_the_first_observation():
     start = steps[0]["observation"]
     users = _users(student_messages("conversation_compact", "alfworld", "t", steps, nothing, []))
     assert users[2] == nothing  # too short to point at
-    users = _users(student_messages("conversation_compact", "alfworld", "t", steps[:1], start, []))
+    users = _users(student_messages("conversation_compact", "alfworld", "t", steps, start, []))
     assert users[0].endswith(start)
-    assert users[1] == "(The same as your first observation above; not repeated.)"
+    assert users[2] == "(The same as your first observation above; not repeated.)"
+
+
+def test_conversation_compact_writes_an_unchanged_page_whole():
+    """An action that changed nothing (an option the item lacks) shows the same page
+    again right after it: the student sees it whole, as in the plain chat, not a pointer
+    to the step before (measured: 20 of 100 episodes looped on such pointers)."""
+    from leap_kalm.llm.prompts import build_conversation
+
+    stuck = SHOP[:2] + [
+        {"observation": ITEM, "reason": "r2", "action": "click[red]"},
+        {"observation": ITEM, "reason": "r3", "action": "click[red]"},
+    ]
+    users = _users(build_conversation("webshop", "t", stuck, ITEM, compact=True))
+    assert users[2:] == [ITEM, ITEM, ITEM]
+    # once the page changed in between, a return is a pointer again
+    back = stuck + [{"observation": ITEM, "reason": "r4", "action": "click[< prev]"}]
+    messages = build_conversation("webshop", "t", back, RESULTS, compact=True)
+    assert _users(messages)[5] == (
+        "(The same as the observation after your action search[coffee] above; not repeated.)"
+    )
+    # and the chat still only appends
+    assert messages[: 2 * len(stuck) + 2] == build_conversation(
+        "webshop", "t", stuck, ITEM, compact=True
+    )
 
 
 def test_conversation_compact_records_train_on_the_same_answers_with_fewer_tokens():

@@ -135,7 +135,9 @@ def build_conversation(
         compact: An observation of at least ``COMPACT_MIN_CHARS`` characters that was
             already shown in this episode becomes a pointer to the step whose action led
             to it first (``conversation_compact``): WebShop's results page, shown again
-            after every ``click[< prev]``, is written once.
+            after every ``click[< prev]``, is written once. An observation that repeats
+            the one just before it (the action changed nothing: an option the item does
+            not offer) stays whole, since the expert's data never shows that context.
     """
     system = render_template(
         "student_conversation_system", env_description=ENV_DESCRIPTIONS.get(env, env)
@@ -147,7 +149,10 @@ def build_conversation(
     def turn(t: int, observation: str, candidates: Sequence[str] | None) -> ChatMessage:
         unvisited = _unvisited(observation, candidates, visited) if places else None
         first_at = shown.setdefault(observation, t)
-        if compact and first_at < t and len(observation) >= COMPACT_MIN_CHARS:
+        # a page that came back after other pages is a pointer; one that did not change
+        # (the step before showed it too: an action that did nothing) stays whole
+        unchanged = t > 0 and history[t - 1]["observation"] == observation
+        if compact and first_at < t and not unchanged and len(observation) >= COMPACT_MIN_CHARS:
             observation = _pointer(history, first_at)
         return _observation_turn(task, observation, t == 0, unvisited)
 

@@ -47,8 +47,10 @@ def _progress(env: Any, action: str, best: str) -> bool:
         if argument == "next >":
             return best == "click[next >]"
         return argument in env._page_asins() and fits_fully(env.shop, argument, env.goal)
-    if env.page == "item" and env._sub is None and (
-        env._asin == target or fits_fully(env.shop, env._asin, env.goal)
+    if (
+        env.page == "item"
+        and env._sub is None
+        and (env._asin == target or fits_fully(env.shop, env._asin, env.goal))
     ):
         wanted = set(wanted_options(env.shop.by_asin[env._asin], env.goal).values())
         return argument in wanted and argument not in env._options.values()

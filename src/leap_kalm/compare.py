@@ -86,22 +86,16 @@ def compare(
     new: dict[tuple[str, str], tuple[bool, float]],
 ) -> list[dict[str, Any]]:
     """One row per split shared by both, then ``all``: the paired comparison of the games
-    both played.
+    both played (``leap_kalm.stats.paired_by_split``, as ``evaluate`` pairs iterations).
 
     Raises:
         ValueError: The two evaluations share no game.
     """
-    from leap_kalm.stats import paired_comparison
+    from leap_kalm.stats import paired_by_split
 
-    shared = baseline.keys() & new.keys()
-    if not shared:
+    rows = paired_by_split(baseline, new)
+    if not rows:
         raise ValueError("the two evaluations share no held-out game (split and game_id)")
-    rows = []
-    for split in [*sorted({s for s, _ in shared}), "all"]:
-        keys = [k for k in shared if split in ("all", k[0])]
-        a = {f"{s}/{g}": baseline[(s, g)] for s, g in keys}
-        b = {f"{s}/{g}": new[(s, g)] for s, g in keys}
-        rows.append({"split": split} | paired_comparison(a, b))
     return rows
 
 

@@ -86,3 +86,26 @@ def paired_comparison(
         "score_delta_ci_low": score_low,
         "score_delta_ci_high": score_high,
     }
+
+
+def paired_by_split(
+    baseline: dict[tuple[str, str], tuple[bool, float]],
+    new: dict[tuple[str, str], tuple[bool, float]],
+) -> list[dict[str, float | int | str]]:
+    """:func:`paired_comparison` per held-out split, then over ``all`` the games: one row
+    (with its ``split``) for each split in which the two share games; none when they
+    share no game.
+
+    Args:
+        baseline: ``(split, game_id) -> (success, score)`` of the earlier student.
+        new: the same for the later one.
+    """
+    shared = baseline.keys() & new.keys()
+    splits = [*sorted({split for split, _ in shared}), "all"] if shared else []
+    rows = []
+    for split in splits:
+        keys = [(s, g) for s, g in shared if split in ("all", s)]
+        a = {f"{s}/{g}": baseline[(s, g)] for s, g in keys}
+        b = {f"{s}/{g}": new[(s, g)] for s, g in keys}
+        rows.append({"split": split} | paired_comparison(a, b))
+    return rows

@@ -156,9 +156,13 @@ class ShelfEnv(BoxEnv):
 
     PAGE = "The box is empty. On the shelf: " + ", ".join(f"a cup {i}" for i in range(40)) + "."
 
+    def __init__(self, target: int):
+        super().__init__(target)
+        self.steps = 0
+
     def step(self, action):
         obs, reward, won, truncated, info = super().step(action)
-        self.steps = getattr(self, "steps", 0) + 1
+        self.steps += 1
         if obs == "The box is empty." and self.steps % 2:
             obs = self.PAGE
         return obs, reward, won, truncated, info

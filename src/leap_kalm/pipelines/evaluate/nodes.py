@@ -206,7 +206,7 @@ def compare_iterations(
     """
     import pandas as pd
 
-    from leap_kalm.stats import paired_comparison
+    from leap_kalm.stats import paired_by_split
 
     env, iteration = evaluation["env"], evaluation["iteration"]
     kept = [r for r in outcomes if (r["env"], r["iteration"]) != (env, iteration)]
@@ -227,18 +227,12 @@ def compare_iterations(
     for (world, later), games in sorted(by_iteration.items()):
         if later == 0:
             continue
-        splits = [*sorted({split for split, _ in games}), "all"]
         for earlier in sorted({0, later - 1}):
             base = by_iteration.get((world, earlier))
             if base is None:
                 continue
-            for split in splits:
-                a, b = _of_split(base, split), _of_split(games, split)
-                if a.keys() & b.keys():
-                    rows.append(
-                        {"env": world, "iteration": later, "baseline_iteration": earlier,
-                         "split": split} | paired_comparison(a, b)
-                    )  # fmt: skip
+            for row in paired_by_split(base, games):
+                rows.append({"env": world, "iteration": later, "baseline_iteration": earlier} | row)
     for row in rows:
         if row["iteration"] == iteration and row["split"] == "all":
             logger.info(
@@ -250,8 +244,3 @@ def compare_iterations(
                 100 * row["score_delta"],
             )  # fmt: skip
     return pd.DataFrame(rows, columns=PAIRED_COLUMNS), updated
-
-
-def _of_split(games: dict[tuple[str, str], Any], split: str) -> dict[str, Any]:
-    """``split/game_id -> outcome`` for one split's games (every game for ``all``)."""
-    return {f"{s}/{g}": v for (s, g), v in games.items() if split in ("all", s)}

@@ -210,3 +210,19 @@ def test_resource_hook_counts_the_save_of_a_producer_node(tmp_path):
     )
     last = json.loads(rows_path.read_text().splitlines()[-1])
     assert last["node"] == "broken" and last["status"] == "failed" and last["wall_s"] >= 0.3
+
+
+def test_resource_hook_gives_freed_memory_back_before_each_node(tmp_path, monkeypatch):
+    """Memory an earlier node freed is returned to the OS before the next node's peak is
+    reset, so the node's peak starts from what the process holds."""
+    from leap_kalm import hooks
+    from leap_kalm.training import memory
+
+    calls = []
+    monkeypatch.setattr(memory, "_malloc_trim", lambda: calls.append)
+    hook = hooks.ResourceHook()
+    hook.after_context_created(_Context(tmp_path))
+    hook.before_node_run(_Node("a"))
+    hook.after_node_run(_Node("a"), {})
+    hook.before_node_run(_Node("b"))
+    assert calls == [0, 0]

@@ -16,6 +16,7 @@ from typing import Any
 from kedro.framework.hooks import hook_impl
 
 from leap_kalm import tracking
+from leap_kalm.training.memory import release_freed_memory
 
 logger = logging.getLogger(__name__)
 
@@ -233,6 +234,9 @@ class ResourceHook:
 
     @hook_impl
     def before_node_run(self, node: Any) -> None:
+        # what earlier nodes freed goes back to the OS first, so a node's peak (and the
+        # machine's memory while it runs) starts from what the process really holds
+        release_freed_memory()
         reset = _reset_peak_rss()
         self._started[node.name] = (time.perf_counter(), _maxrss_mb(children=True), reset)
 

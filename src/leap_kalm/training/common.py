@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import logging
@@ -13,6 +14,7 @@ from typing import Any
 
 from leap_kalm.schemas import ConfigMixin, ModelRef
 from leap_kalm.tracking import trainer_callbacks
+from leap_kalm.training.memory import memory_release_callback, release_freed_memory
 
 logger = logging.getLogger(__name__)
 
@@ -226,7 +228,7 @@ def fit_and_save(
         train_dataset=data,
         processing_class=tokenizer,
         peft_config=lora_config(params, model),
-        callbacks=trainer_callbacks(trainer_class.__name__),
+        callbacks=[*trainer_callbacks(trainer_class.__name__), memory_release_callback()],
     )
     resume = last_checkpoint(args)
     with completion_only_scoring(params.completion_only_scoring):
@@ -235,6 +237,9 @@ def fit_and_save(
     if resume is not None:
         ref.meta["resumed_from"] = resume
     drop_checkpoints(trainer, args)
+    del trainer  # its optimiser state goes now, and the heap's free memory back to the OS
+    gc.collect()
+    release_freed_memory()
     return ref
 
 

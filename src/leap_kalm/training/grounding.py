@@ -27,6 +27,7 @@ from leap_kalm.training.common import (
     lora_config,
     use_bf16,
 )
+from leap_kalm.training.memory import memory_release_callback
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ def train_grounding(
         args=args,
         train_dataset=rows,
         data_collator=lambda batch: collate_grounding(batch, pad_id, spec),
-        callbacks=trainer_callbacks("grounding"),
+        callbacks=[*trainer_callbacks("grounding"), memory_release_callback()],
     )
     if is_sharded(trainer):
         raise NotImplementedError(

@@ -1,0 +1,157 @@
+"""Benchmark: a whole-episode SFT run's memory with and without giving freed memory back.
+
+glibc keeps the memory of freed tensors in the process's heap, so an SFT run's resident
+size creeps up step by step (each step's activations are freed and the next, longer
+episode needs a bigger block). ``leap_kalm.training.memory`` calls ``malloc_trim`` after
+every optimiser step, checkpoint save and at the end of training. This runs the same SFT
+(the first ``--steps`` optimiser steps over a data root's iteration-0 SFT records,
+SmolLM2-135M-Instruct, full fine-tuning, one episode per forward, 4 accumulated, without
+gradient checkpointing, as the WebShop learning profile measured 14 GB) twice, each in its
+own process: with the release (the project's default) and without it. Reported per
+setting: peak RSS of the process, RSS between steps (after the step's release, where on),
+RSS after training, and median seconds per optimiser step.
+
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/sft_memory.py --env webshop --data-root data/learn --steps 12
+
+Writes benchmarks/results/sft_memory_<env>.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import platform
+import statistics
+import sys
+from pathlib import Path
+
+
+def _rss_gb() -> float:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024**2
+    return float("nan")
+
+
+def _run(records_path: str, release: bool, steps: int, out) -> None:
+    """In a child process: train ``steps`` optimiser steps, report memory and time."""
+    import resource
+    import tempfile
+    import time
+
+    import trl
+    from transformers import TrainerCallback
+
+    from leap_kalm.llm.models import load_model
+    from leap_kalm.training import memory
+    from leap_kalm.training.sft import SFTParams, train_sft
+
+    if not release:
+        memory._malloc_trim = lambda: None  # the project's release does nothing
+    rows = [json.loads(line) for line in open(records_path, encoding="utf-8")]
+    records = [r for r in rows if r.get("split", "train") == "train"]
+    between: list[float] = []
+    stamps: list[float] = []
+
+    class Probe(TrainerCallback):  # added after the project's callbacks: sees RSS after release
+        def on_step_end(self, args, state, control, **kwargs):
+            stamps.append(time.perf_counter())
+            between.append(_rss_gb())
+
+    original_init = trl.SFTTrainer.__init__
+
+    def init_with_probe(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        self.add_callback(Probe())
+
+    trl.SFTTrainer.__init__ = init_with_probe
+    model, tokenizer = load_model("smollm2-135m-instruct", device="cpu", trainable=True)
+    params = SFTParams.from_dict(
+        {
+            "max_steps": steps,
+            "learning_rate": 1e-4,
+            "max_length": 4096,
+            "logging_steps": steps,
+            "lora": {"r": 0},
+            "per_device_train_batch_size": 1,
+            "gradient_accumulation_steps": 4,
+            "gradient_checkpointing": False,
+        }
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        train_sft(model, tokenizer, records, params, folder)
+    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    out.put(
+        {
+            "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2,
+            "between_gb": between,
+            "after_gb": _rss_gb(),
+            "seconds": statistics.median(gaps) if gaps else float("nan"),
+            "records": len(records),
+        }
+    )
+
+
+def run(records_path: Path, release: bool, steps: int) -> dict:
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    child = context.Process(target=_run, args=(str(records_path), release, steps, queue))
+    child.start()
+    result = queue.get()
+    child.join()
+    if child.exitcode:
+        raise SystemExit(f"release {release}: exit code {child.exitcode}")
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="webshop", choices=("alfworld", "webshop"))
+    parser.add_argument("--data-root", type=Path, default=Path("data"))
+    parser.add_argument("--steps", type=int, default=12, help="optimiser steps per setting")
+    args = parser.parse_args()
+    records = args.data_root / f"05_model_input/{args.env}/iter0/sft_records.jsonl"
+    if not records.exists():
+        raise SystemExit(
+            f"need {records}: run `kedro run --pipeline=leap_iter --params leap_iteration=0` "
+            f"(env {args.env}) for that data root first"
+        )
+    results = {}
+    for release in (False, True):
+        results[release] = run(records, release, args.steps)
+        print(f"release {release}: {results[release]}", flush=True)
+    lines = [
+        f"# SFT memory ({args.env}): giving freed memory back after every step",
+        "",
+        f"Machine: {platform.processor() or platform.machine()}, {platform.libc_ver()[0]} "
+        f"{platform.libc_ver()[1]}; SmolLM2-135M-Instruct, full fine-tuning without gradient "
+        f"checkpointing, one episode per forward, 4 accumulated; the first {args.steps} "
+        f"optimiser steps over `{records}` ({results[True]['records']} train records), each "
+        "setting in its own process.",
+        "",
+        "| release after each step | peak RSS (GB) | RSS between steps: first / last / max (GB) "
+        "| RSS after training (GB) | s/step (median) |",
+        "|---|---|---|---|---|",
+    ]
+    for release in (False, True):
+        r = results[release]
+        b = r["between_gb"]
+        lines.append(
+            f"| {'yes (default)' if release else 'no'} | {r['peak_gb']:.1f} | "
+            f"{b[0]:.1f} / {b[-1]:.1f} / {max(b):.1f} | {r['after_gb']:.1f} | {r['seconds']:.1f} |"
+        )
+    lines += [
+        "",
+        "RSS between steps is read after the step's release (where on); the peak includes "
+        "each step's own activations, which no release can lower.",
+    ]
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _report import write_report
+
+    write_report(f"sft_memory_{args.env}", lines)
+
+
+if __name__ == "__main__":
+    main()

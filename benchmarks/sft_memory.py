@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import platform
 import statistics
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def _rss_gb() -> float:
@@ -95,15 +96,9 @@ def _run(records_path: str, release: bool, steps: int, out) -> None:
 
 
 def run(records_path: Path, release: bool, steps: int) -> dict:
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    child = context.Process(target=_run, args=(str(records_path), release, steps, queue))
-    child.start()
-    result = queue.get()
-    child.join()
-    if child.exitcode:
-        raise SystemExit(f"release {release}: exit code {child.exitcode}")
-    return result
+    from _child import in_child
+
+    return in_child(_run, str(records_path), release, steps, label=f"release {release}")
 
 
 def main() -> None:
@@ -147,7 +142,6 @@ def main() -> None:
         "RSS between steps is read after the step's release (where on); the peak includes "
         "each step's own activations, which no release can lower.",
     ]
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _report import write_report
 
     write_report(f"sft_memory_{args.env}", lines)

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import platform
 import statistics
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SETTINGS = (
     ("conversation", True),
@@ -68,7 +69,6 @@ def _time_setting(fmt: str, checkpointing: bool, logs: list[dict], steps: int, o
     """In a child process: seconds per optimiser step and peak RSS of one setting."""
     import resource
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _sft_clock import median_sft_step
 
     from leap_kalm.llm.models import load_model
@@ -99,15 +99,16 @@ def _time_setting(fmt: str, checkpointing: bool, logs: list[dict], steps: int, o
 
 
 def time_setting(fmt: str, checkpointing: bool, logs: list[dict], steps: int) -> dict:
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    child = context.Process(target=_time_setting, args=(fmt, checkpointing, logs, steps, queue))
-    child.start()
-    result = queue.get()
-    child.join()
-    if child.exitcode:
-        raise SystemExit(f"{fmt}, checkpointing {checkpointing}: exit code {child.exitcode}")
-    return result
+    from _child import in_child
+
+    return in_child(
+        _time_setting,
+        fmt,
+        checkpointing,
+        logs,
+        steps,
+        label=f"{fmt}, checkpointing {checkpointing}",
+    )
 
 
 def main() -> None:

@@ -5,8 +5,9 @@ step's activations (gigabytes on whole-episode chats) are freed at the end of th
 but the process's resident size stays at the largest step so far and creeps up as
 episodes of new lengths fragment the heap. Measured on the WebShop learning profile's
 SFT without gradient checkpointing (SmolLM2-135M, 17 optimiser steps in a fresh
-process): 4.2 GB after the first step, 9.9 GB after the 17th; with ``malloc_trim`` after
-every step the process went back to 2.2-2.7 GB between steps. The kedro process kept
+process): 4.2 GB after the first step, 9.9 GB after the 17th, peak 10.7 GB; with
+``malloc_trim`` after every step 2.2-2.9 GB between steps, peak 9.8 GB, for about 4% more
+time per step (the freed pages are faulted in again). The kedro process kept
 13.3 GB after its SFT node while the evaluation ran beside it (``docs/results.md``,
 twenty-seventh session).
 

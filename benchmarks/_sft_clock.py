@@ -1,16 +1,23 @@
-"""Shared by the benchmarks: median seconds per SFT optimiser step, timed by a callback."""
+"""Shared by the benchmarks: seconds per SFT optimiser step, timed by a callback."""
 
 from __future__ import annotations
 
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 
-def median_sft_step(model: Any, tokenizer: Any, records: list[dict], params: Any) -> float:
-    """Train ``model`` on ``records`` with ``params``; the median gap between optimiser
-    steps (the first step, which warms up, is not counted)."""
+def sft_step_stamps(
+    model: Any,
+    tokenizer: Any,
+    records: list[dict],
+    params: Any,
+    on_step: Callable[[], None] | None = None,
+) -> list[float]:
+    """Train ``model`` on ``records`` with ``params``; the time at the end of each optimiser
+    step (after the project's own callbacks), calling ``on_step`` there too."""
     import trl
     from transformers import TrainerCallback
 
@@ -21,6 +28,8 @@ def median_sft_step(model: Any, tokenizer: Any, records: list[dict], params: Any
     class Clock(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
             stamps.append(time.perf_counter())
+            if on_step is not None:
+                on_step()
 
     original_init = trl.SFTTrainer.__init__
 
@@ -34,5 +43,17 @@ def median_sft_step(model: Any, tokenizer: Any, records: list[dict], params: Any
             train_sft(model, tokenizer, records, params, out)
     finally:
         trl.SFTTrainer.__init__ = original_init
+    return stamps
+
+
+def median_gap(stamps: list[float]) -> float:
+    """The median gap between optimiser steps (the first step, which warms up, is not
+    counted); NaN with fewer than two steps."""
     gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
-    return statistics.median(gaps)
+    return statistics.median(gaps) if gaps else float("nan")
+
+
+def median_sft_step(model: Any, tokenizer: Any, records: list[dict], params: Any) -> float:
+    """Train ``model`` on ``records`` with ``params``; the median gap between optimiser
+    steps (the first step, which warms up, is not counted)."""
+    return median_gap(sft_step_stamps(model, tokenizer, records, params))

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
 from pathlib import Path
 
@@ -39,35 +38,18 @@ def _rss_gb() -> float:
 def _run(records_path: str, release: bool, steps: int, out) -> None:
     """In a child process: train ``steps`` optimiser steps, report memory and time."""
     import resource
-    import tempfile
-    import time
 
-    import trl
-    from transformers import TrainerCallback
+    from _sft_clock import median_gap, sft_step_stamps
 
     from leap_kalm.llm.models import load_model
     from leap_kalm.training import memory
-    from leap_kalm.training.sft import SFTParams, train_sft
+    from leap_kalm.training.sft import SFTParams
 
     if not release:
         memory._malloc_trim = lambda: None  # the project's release does nothing
     rows = [json.loads(line) for line in open(records_path, encoding="utf-8")]
     records = [r for r in rows if r.get("split", "train") == "train"]
-    between: list[float] = []
-    stamps: list[float] = []
-
-    class Probe(TrainerCallback):  # added after the project's callbacks: sees RSS after release
-        def on_step_end(self, args, state, control, **kwargs):
-            stamps.append(time.perf_counter())
-            between.append(_rss_gb())
-
-    original_init = trl.SFTTrainer.__init__
-
-    def init_with_probe(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
-        self.add_callback(Probe())
-
-    trl.SFTTrainer.__init__ = init_with_probe
+    between: list[float] = []  # read after the project's callbacks: RSS after the release
     model, tokenizer = load_model("smollm2-135m-instruct", device="cpu", trainable=True)
     params = SFTParams.from_dict(
         {
@@ -81,15 +63,13 @@ def _run(records_path: str, release: bool, steps: int, out) -> None:
             "gradient_checkpointing": False,
         }
     )
-    with tempfile.TemporaryDirectory() as folder:
-        train_sft(model, tokenizer, records, params, folder)
-    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    stamps = sft_step_stamps(model, tokenizer, records, params, lambda: between.append(_rss_gb()))
     out.put(
         {
             "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2,
             "between_gb": between,
             "after_gb": _rss_gb(),
-            "seconds": statistics.median(gaps) if gaps else float("nan"),
+            "seconds": median_gap(stamps),
             "records": len(records),
         }
     )

@@ -18,7 +18,6 @@ function (macOS, musl) it does nothing and says so once.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import logging
 from typing import Any
@@ -29,13 +28,9 @@ logger = logging.getLogger(__name__)
 @functools.lru_cache(maxsize=1)
 def _malloc_trim() -> Any:
     """glibc's ``malloc_trim``, or ``None`` where the C library has none."""
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-        trim = libc.malloc_trim if libc is not None else None
-    except (OSError, AttributeError):
-        trim = None
-    if trim is None:
+    try:  # the process's own symbols include its C library's
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError, TypeError):  # no such function; TypeError: Windows
         logger.debug("no malloc_trim in this C library: freed memory stays with the process")
         return None
     trim.argtypes = [ctypes.c_size_t]

@@ -25,7 +25,10 @@ class _GarbageGenerator:
     """Stands in for the model: answers every prompt with the next garbage in turn."""
 
     def __init__(self) -> None:
+        from leap_kalm.llm.generation import GenerationStats
+
         self.calls = 0
+        self.stats = GenerationStats()
 
     def chat_prompt(self, messages):
         return "\n".join(m["content"] for m in messages)

@@ -197,7 +197,10 @@ def test_finished_rows_leave_the_batch_and_the_answers_stay_the_same(tiny):
         prompts = [_episode_prompts(gen, k + 1, name)[k] for k, name in enumerate(names)]
         all_ids = gen._encode_prompts(prompts)  # the token ids, as ``generate`` decodes them
         cache, mask, _ = gen._prefill(names, all_ids, sampling.max_new_tokens)
-        ids = gen._decode(names, all_ids, cache, mask, mask.shape[1] - sampling.max_new_tokens)
+        room = sampling.max_new_tokens
+        ids = gen._decode(
+            names, all_ids, cache, mask, mask.shape[1] - room, room, action_line_finished
+        )
         return gen, ids
 
     _, full = decode(0.0, stop_ids=set())
@@ -220,3 +223,77 @@ def test_compact_after_must_be_a_share(tiny):
     model, tokenizer = tiny
     with pytest.raises(ValueError, match="compact_after"):
         EpisodeGenerator(model, tokenizer, compact_after=1.5)
+
+
+def test_an_answer_cut_by_the_token_cap_gets_its_action_finished(tiny, monkeypatch):
+    """Only an answer that used every token without finishing its ``ACTION:`` line is
+    continued: from its prompt + its text + ``ACTION:``, on its episode's key, for at
+    most ``finish_action_tokens`` tokens, stopping at the end of the action's line."""
+    model, tokenizer = tiny
+    gen = EpisodeGenerator(
+        model, tokenizer, SamplingParams(max_new_tokens=12, finish_action_tokens=5)
+    )
+
+    def ids(text):
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    runaway = "REASON:\n$3 under, opened; $4 under, opened; $5 under"
+    gen.sampling.max_new_tokens = room = len(ids(runaway))
+    first = {  # what the first pass writes per prompt
+        "p0": ids(runaway),  # cut by the cap
+        "p1": ids("REASON:\nok\nACTION:\nclick[a]\n"),  # a finished action
+        "p2": ids("REASON:\nshort"),  # ended at a stop token, not at the cap
+    }
+    assert len(first["p1"]) < room and len(first["p2"]) < room
+    calls = []
+
+    def fake_raw(prompts, keys, budget, answered):
+        calls.append((list(prompts), list(keys), budget, answered))
+        if len(calls) == 1:
+            return [first[p] for p in prompts]
+        return [ids("click[b]\n")]
+
+    monkeypatch.setattr(gen, "_generate_raw", fake_raw)
+    out = gen.generate(["p0", "p1", "p2"], ["k0", "k1", "k2"])
+    marker = "\nACTION:\n"
+    assert out[0] == runaway + marker + "click[b]"
+    assert out[1] == "REASON:\nok\nACTION:\nclick[a]" and out[2] == "REASON:\nshort"
+    assert gen.stats.finished_actions == 1
+    (_, _, budget0, answered0), (prompts, keys, budget, answered) = calls
+    assert budget0 == room and answered0 is action_line_finished
+    assert prompts == ["p0" + runaway + marker] and keys == ["k0"] and budget == 5
+    assert answered("click[b]\n") and not answered("click[b") and not answered("\n")
+
+
+def test_finishing_actions_on_the_tiny_model_changes_only_the_capped_answers(tiny):
+    """The first pass is the same with the setting on or off (same seeds); every answer the
+    cap cut gains an ``ACTION:`` part, and the count says how many."""
+    model, tokenizer = tiny
+    names = ["a", "bb", "ccc", "dddd"]
+
+    def run(finish):
+        gen = EpisodeGenerator(
+            model,
+            tokenizer,
+            SamplingParams(max_new_tokens=10, temperature=1.0, finish_action_tokens=finish),
+        )
+        prompts = [_episode_prompts(gen, k + 1, name)[k] for k, name in enumerate(names)]
+        return gen, gen.generate(prompts, names)
+
+    off, before = run(0)
+    on, after = run(6)
+    assert off.stats.finished_actions == 0 and on.stats.finished_actions > 0
+    changed = 0
+    for a, b in zip(before, after, strict=True):
+        if a != b:
+            changed += 1
+            head, sep, _ = b.rpartition("\nACTION:\n")
+            assert sep and a.startswith(head.strip())
+    assert changed <= on.stats.finished_actions
+
+
+def test_sampling_settings_reject_a_negative_action_budget():
+    with pytest.raises(ValueError, match="finish_action_tokens"):
+        SamplingParams(finish_action_tokens=-1)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        SamplingParams(max_new_tokens=0)

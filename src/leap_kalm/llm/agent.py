@@ -114,7 +114,12 @@ class StudentPolicy:
         return out
 
     def repair_counts(self) -> dict[str, int]:
-        return count_repairs(self.answers)
+        """How the answers' actions were matched to candidates, plus ``finished_actions``:
+        answers whose action the generator decoded after appending ``ACTION:`` to a reason
+        cut by the token cap (``SamplingParams.finish_action_tokens``)."""
+        counts = count_repairs(self.answers)
+        counts["finished_actions"] = self.generator.stats.finished_actions
+        return counts
 
 
 def roll_out(

@@ -11,7 +11,9 @@ the longest). The episodes' caches are then copied into one static cache so that
 end at a common slot, and decoding writes one slot per step in place for the whole batch
 (no copy of the batch's keys and values per token). Each row has its own attention mask
 (its gaps are masked) and positions. Decoding stops per row once the ``ACTION:`` line is
-complete (or at end of turn), so the model never rambles past its action.
+complete (or at end of turn), so the model never rambles past its action. An answer that
+runs out of tokens before its ``ACTION:`` line can be finished: the marker is appended and
+only the action is decoded (``SamplingParams.finish_action_tokens``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ class SamplingParams(ConfigMixin):
         top_p: Nucleus sampling mass (with temperature > 0).
         stop_after_action: Stop a row once its ``ACTION:`` line is finished.
         seed: Seed of the sampling generator.
+        finish_action_tokens: When an answer uses all ``max_new_tokens`` without finishing
+            an ``ACTION:`` line (a reason that never ends), append ``\nACTION:\n`` to it
+            and decode at most this many more tokens for the action alone (0: off; the
+            answer then has no action).
     """
 
     max_new_tokens: int = 96
@@ -44,6 +50,15 @@ class SamplingParams(ConfigMixin):
     top_p: float = 1.0
     stop_after_action: bool = True
     seed: int = 0
+    finish_action_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens!r}")
+        if self.finish_action_tokens < 0:
+            raise ValueError(
+                f"finish_action_tokens must be 0 (off) or more, got {self.finish_action_tokens!r}"
+            )
 
 
 @dataclass
@@ -56,6 +71,7 @@ class GenerationStats:
     generated_tokens: int = 0
     decoded_row_steps: int = 0  # rows computed per decoding forward, summed over forwards
     calls: int = 0
+    finished_actions: int = 0  # answers whose action was decoded after an appended ACTION: marker
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -425,15 +441,40 @@ class EpisodeGenerator:
         return torch.cat(rows).to(logits.device)
 
     def _generate_batch(self, prompts: Sequence[str], keys: Sequence[Hashable]) -> list[str]:
-        """Generate one answer per prompt for one batch of episodes."""
+        """Generate one answer per prompt for one batch of episodes; finish the action of
+        an answer that ran out of tokens when ``finish_action_tokens`` asks for it."""
+        room = self.sampling.max_new_tokens
+        generated = self._generate_raw(prompts, keys, room, action_line_finished)
+        texts = [self.tokenizer.decode(tokens, skip_special_tokens=True) for tokens in generated]
+        extra = self.sampling.finish_action_tokens
+        cut = [
+            i
+            for i, (tokens, text) in enumerate(zip(generated, texts, strict=True))
+            if extra and len(tokens) >= room and not action_line_finished(text)
+        ]
+        if cut:
+            marker = "\nACTION:\n"
+            tails = self._generate_raw(
+                [prompts[i] + texts[i] + marker for i in cut],
+                [keys[i] for i in cut],
+                extra,
+                lambda tail: action_line_finished(marker + tail),
+            )
+            for i, tail in zip(cut, tails, strict=True):
+                action = self.tokenizer.decode(tail, skip_special_tokens=True).strip()
+                texts[i] = texts[i].rstrip() + marker + action
+            self.stats.finished_actions += len(cut)
+        return [text.strip() for text in texts]
+
+    def _generate_raw(
+        self, prompts: Sequence[str], keys: Sequence[Hashable], room: int, answered: Any
+    ) -> list[list[int]]:
+        """The new token ids per prompt: at most ``room`` each, a row stopping at a stop
+        token or once ``answered(text so far)`` holds (with ``stop_after_action``)."""
         self.stats.calls += 1
         all_ids = self._encode_prompts(prompts)
-        room = self.sampling.max_new_tokens
-        cache, mask, spans = self._prefill(keys, all_ids, room)
-        generated = self._decode(keys, all_ids, cache, mask, mask.shape[1] - room)
-        return [
-            self.tokenizer.decode(tokens, skip_special_tokens=True).strip() for tokens in generated
-        ]
+        cache, mask, _ = self._prefill(keys, all_ids, room)
+        return self._decode(keys, all_ids, cache, mask, mask.shape[1] - room, room, answered)
 
     def _encode_prompts(self, prompts: Sequence[str]) -> list[list[int]]:
         """Tokenise the prompts (none may be empty) and count their tokens."""
@@ -445,9 +486,18 @@ class EpisodeGenerator:
         return all_ids
 
     def _decode(
-        self, keys: Sequence[Hashable], all_ids: list[list[int]], cache: Any, mask: Any, slot: int
+        self,
+        keys: Sequence[Hashable],
+        all_ids: list[list[int]],
+        cache: Any,
+        mask: Any,
+        slot: int,
+        room: int,
+        answered: Any,
     ) -> list[list[int]]:
-        """Decode all rows together from ``slot``, feeding each its last prompt token first.
+        """Decode all rows together from ``slot`` for at most ``room`` steps, feeding each
+        its last prompt token first; a row is done at a stop token or once
+        ``answered(its text)`` (with ``stop_after_action``).
 
         The static cache is written in place, one slot per step: no copy of the batch's
         keys and values per generated token. Rows that have finished leave the batch
@@ -463,7 +513,7 @@ class EpisodeGenerator:
         done = [False] * batch
         rows = list(range(batch))  # the episode of each row still in the cache
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        for step in range(self.sampling.max_new_tokens):
+        for step in range(room):
             mask[:, slot + step] = 1
             with torch.no_grad():
                 out = self.model(
@@ -475,7 +525,7 @@ class EpisodeGenerator:
                 )
             self.stats.decoded_row_steps += len(rows)
             chosen = self._sample(out.logits[:, -1, :], [keys[r] for r in rows])
-            self._append_tokens(chosen, generated, done, rows)
+            self._append_tokens(chosen, generated, done, rows, answered)
             if all(done):
                 break
             live = [i for i, r in enumerate(rows) if not done[r]]
@@ -499,7 +549,12 @@ class EpisodeGenerator:
         return (n_rows - n_live) >= self.compact_after * n_rows
 
     def _append_tokens(
-        self, chosen: Any, generated: list[list[int]], done: list[bool], rows: list[int]
+        self,
+        chosen: Any,
+        generated: list[list[int]],
+        done: list[bool],
+        rows: list[int],
+        answered: Any = action_line_finished,
     ) -> None:
         """Append each unfinished episode's token (``chosen[i]`` is episode ``rows[i]``'s);
         mark episodes done at a stop token or a full action."""
@@ -512,7 +567,7 @@ class EpisodeGenerator:
                 continue
             generated[row].append(token)
             self.stats.generated_tokens += 1
-            if self.sampling.stop_after_action and action_line_finished(
+            if self.sampling.stop_after_action and answered(
                 self.tokenizer.decode(generated[row], skip_special_tokens=True)
             ):
                 done[row] = True

@@ -150,8 +150,18 @@ def test_scores_are_the_summed_log_probabilities_of_a_full_forward(tiny, prefill
     model, tokenizer = tiny
     gen = EpisodeGenerator(model, tokenizer, SamplingParams(max_new_tokens=4), prefill=prefill)
     prompt = gen.chat_prompt([{"role": "user", "content": "go to the fridge"}])
-    options = ["go to fridge 1", "look", "take apple 1 from countertop 2"]
+    # shared prefixes ("go to fridge") are one node of the token tree; a repeated option
+    # takes the same path
+    options = [
+        "go to fridge 1",
+        "look",
+        "go to fridge 2",
+        "take apple 1 from countertop 2",
+        "go to drawer 10",
+        "go to fridge 1",
+    ]
     scores = gen.score([prompt], ["ep"], [options])[0]
+    assert scores[0] == scores[5] and len(set(scores[:5])) == 5
     ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     for option, score in zip(options, scores, strict=True):

@@ -104,10 +104,7 @@ def one_pass(
         gen.score([prompt], [case["key"]], [case["candidates"][:1]])  # caches the prompt
         ids = gen.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         layers = gen._caches[case["key"]][1]
-        tails = [
-            gen.tokenizer(c, add_special_tokens=False)["input_ids"] + [gen._end_of_turn]
-            for c in case["candidates"]
-        ]
+        tails = gen.continuation_ids(case["candidates"])
         tree_tokens += len({tuple(t[: j + 1]) for t in tails for j in range(len(t))})
         start = time.perf_counter()
         if way == "copy":

@@ -200,13 +200,15 @@ class EpisodeGenerator:
                     if self.reuse_cache
                     else self._row_layers(cache, row, *spans[row])
                 )
-                tails = [
-                    self.tokenizer(text, add_special_tokens=False)["input_ids"]
-                    + [self._end_of_turn]
-                    for text in options
-                ]
-                scores.append(self._score_tails(layers, ids, tails))
+                scores.append(self._score_tails(layers, ids, self.continuation_ids(options)))
         return scores
+
+    def continuation_ids(self, options: Sequence[str]) -> list[list[int]]:
+        """The tokens :meth:`score` scores for each option: its text, then the end of the turn."""
+        return [
+            self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self._end_of_turn]
+            for text in options
+        ]
 
     def forget(self, key: Hashable) -> None:
         """Drop an episode's cache (call when the episode ends)."""
@@ -579,7 +581,7 @@ class EpisodeGenerator:
         generated: list[list[int]],
         done: list[bool],
         rows: list[int],
-        answered: Any = action_line_finished,
+        answered: Any,
     ) -> None:
         """Append each unfinished episode's token (``chosen[i]`` is episode ``rows[i]``'s);
         mark episodes done at a stop token or a full action."""

@@ -142,9 +142,7 @@ def main() -> None:
     )
     n_candidates = sum(len(c["candidates"]) for c in cases)
     candidate_tokens = sum(
-        len(tokenizer(c, add_special_tokens=False)["input_ids"]) + 1
-        for case in cases
-        for c in case["candidates"]
+        len(tail) for case in cases for tail in gen.continuation_ids(case["candidates"])
     )
     prompt_tokens = [
         len(tokenizer(gen.chat_prompt(c["messages"]), add_special_tokens=False)["input_ids"])

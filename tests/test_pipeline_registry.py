@@ -189,5 +189,8 @@ def test_training_nodes_are_tagged_gpu(pipelines):
         "clevr.train_grounded_llm_node",
         "clevr.train_real_policy_node",
         "clevr.train_kalm_policy_node",
+        "clevr.train_kalm_rephrase_policy_node",
+        "clevr.train_kalm_easy_policy_node",
+        "clevr.train_kalm_hard_policy_node",
     } <= tagged
     assert "alfworld.build_sft_records_node" not in tagged

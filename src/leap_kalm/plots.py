@@ -126,3 +126,28 @@ def d3rlpy_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], title: s
     fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def grouped_bars(
+    series: Mapping[str, Mapping[str, tuple[float, float, float]]],
+    groups: Sequence[str],
+    title: str,
+) -> Any:
+    """Rates in percent as grouped bars with their intervals: ``series`` maps a bar label
+    to ``{group: (rate, low, high)}`` (fractions); a group a series lacks gets no bar."""
+    fig, ax = pyplot().subplots(figsize=(max(6.0, 1.6 * len(groups)), 3.8))
+    width = 0.8 / max(len(series), 1)
+    for k, (label, values) in enumerate(series.items()):
+        xs = [i + (k - (len(series) - 1) / 2) * width for i, g in enumerate(groups) if g in values]
+        rates = [100 * values[g][0] for g in groups if g in values]
+        below = [100 * (values[g][0] - values[g][1]) for g in groups if g in values]
+        above = [100 * (values[g][2] - values[g][0]) for g in groups if g in values]
+        ax.bar(xs, rates, width, yerr=[below, above], capsize=3, label=label)
+    ax.set_xticks(range(len(groups)), list(groups))
+    ax.set_ylabel("success rate (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig

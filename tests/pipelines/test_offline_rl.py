@@ -78,6 +78,16 @@ def test_the_kalm_policy_trains_on_kalm_files_and_without_imagined_data_is_not_t
     assert isinstance(missing, NotTrained)
     assert missing.reason.startswith("clevr: no imagined data, so the real + imagined policy")
     assert "kalm_imagined_data=PATH" in missing.reason
+    # per-level policies: a KALM rephrase file trains the rephrase one; the easy one has
+    # no data of its level and says so instead of training on rephrase rollouts
+    own = train_policy(real, RL, "clevr", kalm_imagined=rollouts, level="rephrase", rephrase=None)
+    assert own.impl is not None
+    other = train_policy(real, RL, "clevr", kalm_imagined=rollouts, level="easy", easy=None)
+    assert isinstance(other, NotTrained)
+    assert other.reason == (
+        "clevr: kalm_imagined_data holds rephrase rollouts, so the real + imagined easy "
+        "policy has no imagined data and is not trained"
+    )
 
 
 def test_only_goal_consistent_imagined_rollouts_can_be_kept():

@@ -32,7 +32,10 @@ class KalmEvaluationParams(ConfigMixin):
 
 
 def evaluate_kalm_policies(
-    kalm_params: dict[str, Any], world: str, **policies: Any
+    kalm_params: dict[str, Any],
+    world: str,
+    policy_levels: dict[str, list[str]] | None = None,
+    **policies: Any,
 ) -> tuple[Any, Any]:
     """Success per policy and level with Wilson 95% intervals, computed with polars from
     the table of evaluation episodes.
@@ -40,8 +43,11 @@ def evaluate_kalm_policies(
     Args:
         kalm_params: ``KalmEvaluationParams`` as a mapping.
         world: The KALM world.
-        **policies: Fitted d3rlpy algorithms by name (``real``, ``kalm``); a ``NotTrained``
-            one, or one trained on another observation layout, is reported with n = 0.
+        policy_levels: The levels a policy plays, by name, where not all of them: a
+            per-level policy (``kalm_rephrase``) plays ``real`` and its own level.
+        **policies: Fitted d3rlpy algorithms by name (``real``, ``kalm``, ``kalm_<level>``);
+            a ``NotTrained`` one, or one trained on another observation layout, is
+            reported with n = 0.
 
     Returns:
         The summary (pandas, columns ``KALM_SUMMARY_COLUMNS``) and the episodes (polars,
@@ -76,7 +82,7 @@ def evaluate_kalm_policies(
                 world, name, observation_size, expected,
             )  # fmt: skip
             continue
-        for level in levels:
+        for level in _levels_of(name, levels, policy_levels):
             success = evaluate_policy(
                 algo,
                 lambda level=level: module.make_env(level),
@@ -93,9 +99,43 @@ def evaluate_kalm_policies(
                 "%s %s policy, %s goals: %d/%d", world, name, level, sum(success), len(success)
             )
     table = kalm_episode_table(episodes)
-    order = [(name, level) for name in policies for level in levels]
+    order = [
+        (name, level) for name in policies for level in _levels_of(name, levels, policy_levels)
+    ]
     summary = pd.DataFrame([{"env": world, **row} for row in kalm_summary(table, order)])
     return summary[KALM_SUMMARY_COLUMNS], table
+
+
+def _levels_of(
+    name: str, levels: list[str], policy_levels: dict[str, list[str]] | None
+) -> list[str]:
+    """The evaluated levels that policy ``name`` plays, in the evaluation's order."""
+    own = (policy_levels or {}).get(name)
+    return levels if own is None else [level for level in levels if level in own]
+
+
+def plot_kalm_evaluation(kalm_eval_summary: Any, world: str) -> Any:
+    """Success per level with 95% intervals: real data only, real + every level's imagined
+    data (``kalm``), and real + the level's own imagined data (``kalm_<level>`` on its
+    level: KALM's comparison), as grouped bars."""
+    from leap_kalm.plots import grouped_bars
+
+    series: dict[str, dict[str, tuple[float, float, float]]] = {}
+    labels = {"real": "real data only", "kalm": "real + imagined (all levels)"}
+    for row in kalm_eval_summary.to_dict("records"):
+        if not row["n"]:
+            continue
+        name = str(row["policy"])
+        if name.startswith("kalm_"):
+            if name != f"kalm_{row['level']}":
+                continue  # a per-level policy's real-goal check: in the table, not the plot
+            name = "kalm_own"
+        label = labels.get(name, "real + the level's own imagined data")
+        series.setdefault(label, {})[str(row["level"])] = (
+            row["success_rate"], row["ci_low"], row["ci_high"]
+        )
+    levels = list(dict.fromkeys(str(level) for level in kalm_eval_summary["level"]))
+    return grouped_bars(series, levels, f"{world}: success per goal level (95% intervals)")
 
 
 def _observation_size(algo: Any) -> int:

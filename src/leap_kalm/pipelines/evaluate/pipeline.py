@@ -5,7 +5,7 @@ import functools
 from kedro.pipeline import Pipeline, node, pipeline
 
 from leap_kalm.envs.registry import get_world
-from leap_kalm.pipelines.evaluate.kalm_nodes import evaluate_kalm_policies
+from leap_kalm.pipelines.evaluate.kalm_nodes import evaluate_kalm_policies, plot_kalm_evaluation
 from leap_kalm.pipelines.evaluate.nodes import (
     compare_iterations,
     evaluate_student,
@@ -15,6 +15,7 @@ from leap_kalm.pipelines.evaluate.nodes import (
 )
 from leap_kalm.pipelines.imagine.pipeline import imagination_levels
 from leap_kalm.pipelines.namespaces import KALM_WORLDS, per_leap_world
+from leap_kalm.pipelines.offline_rl.pipeline import kalm_policies
 
 
 def create_leap_evaluation() -> Pipeline:
@@ -60,11 +61,12 @@ def create_kalm_evaluation(world: str) -> Pipeline:
     """A KALM world's policies (real data; real + imagined where it imagines) in its real env."""
     if not hasattr(get_world(world, "kalm"), "EVALUATION_LEVELS"):
         return Pipeline([])
-    policies = {"real": "policy_real"}
-    if imagination_levels(world):
-        policies["kalm"] = "policy_kalm"
+    levels = imagination_levels(world)
+    policies = {name: f"policy_{name}" for name in ["real", *kalm_policies(levels)]}
+    own_levels = {f"kalm_{level}": ["real", level] for level in levels}
     evaluate = functools.update_wrapper(
-        functools.partial(evaluate_kalm_policies, world=world), evaluate_kalm_policies
+        functools.partial(evaluate_kalm_policies, world=world, policy_levels=own_levels),
+        evaluate_kalm_policies,
     )
     return pipeline(
         [
@@ -73,7 +75,15 @@ def create_kalm_evaluation(world: str) -> Pipeline:
                 {"kalm_params": "params:kalm_evaluation", **policies},
                 ["kalm_eval_summary", "kalm_eval_episodes"],
                 name="evaluate_policies_node",
-            )
+            ),
+            node(
+                functools.update_wrapper(
+                    functools.partial(plot_kalm_evaluation, world=world), plot_kalm_evaluation
+                ),
+                "kalm_eval_summary",
+                "kalm_eval_plot",
+                name="plot_kalm_evaluation_node",
+            ),
         ],
         namespace=world,
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import numpy as np
+
 from leap_kalm.envs.registry import get_world
 from leap_kalm.training.offline_rl import (
     NotTrained,
@@ -19,6 +21,11 @@ logger = logging.getLogger(__name__)
 def _action_size(world: str) -> int | None:
     actions = get_world(world, "kalm").ACTIONS
     return int(actions["dim"]) if actions["kind"] == "discrete" else None
+
+
+def _policy_label(level: str | None) -> str:
+    """How logs and ``NotTrained`` reasons name a real + imagined policy."""
+    return f"the real + imagined {level} policy" if level else "the real + imagined policy"
 
 
 def _check_repeats(repeats: dict[str, int], imagined: dict[str, Any], world: str) -> None:
@@ -55,11 +62,16 @@ def train_policy(
     world: str,
     kalm_imagined: dict[str, Any] | None = None,
     history: list[dict[str, float]] | None = None,
+    level: str | None = None,
     **imagined: dict[str, Any] | None,
 ) -> Any:
     """Fit the configured d3rlpy algorithm on the real data, mixed with imagined data:
     KALM's own generated rollouts when ``kalm_imagined_data`` is given, else the imagined
     levels given as keyword arguments. With neither argument: real data only.
+
+    ``level`` names the one imagination level of a per-level policy (KALM's and
+    ImagineBench's protocol: real data + that level's imagined data, evaluated on that
+    level); ``None`` for the real-only policy and for the joint one on every level.
 
     Returns:
         The fitted d3rlpy algorithm (saved as ``.d3`` by the catalog); d3rlpy's per-epoch
@@ -80,10 +92,17 @@ def train_policy(
         from leap_kalm.pipelines.imagine.nodes import labelled_kalm_rollouts
 
         labelled = labelled_kalm_rollouts(kalm_imagined, world)  # raises when the level is unknown
+        if level is not None and kalm_imagined["level"] != level:
+            reason = (
+                f"{world}: kalm_imagined_data holds {kalm_imagined['level']} rollouts, so "
+                f"{_policy_label(level)} has no imagined data and is not trained"
+            )
+            logger.warning(reason)
+            return NotTrained(reason)
         imagined = {kalm_imagined["level"]: labelled}
     elif imagined and all(data is None for data in imagined.values()):
         reason = (
-            f"{world}: no imagined data, so the real + imagined policy is not trained; run "
+            f"{world}: no imagined data, so {_policy_label(level)} is not trained; run "
             f"`kedro run --pipeline=imagine --namespaces={world}` first or pass "
             "--params kalm_imagined_data=PATH"
         )
@@ -97,10 +116,21 @@ def train_policy(
         imagined = {k: v for k, v in imagined.items() if len(v["masks"])}
         if not imagined:
             reason = (
-                f"{world}: no imagined rollout reaches its goal, so imagined_episodes: "
-                "goal_consistent leaves nothing to train on and the real + imagined policy "
+                f"{world}: no imagined {level + ' ' if level else ''}rollout reaches its goal, so "
+                "imagined_episodes: "
+                f"goal_consistent leaves nothing to train on and {_policy_label(level)} "
                 "is not trained; imagine more goals (imagine.n_per_level) or pass "
                 f"--params {world}.offline_rl.imagined_episodes=all"
+            )
+            logger.warning(reason)
+            return NotTrained(reason)
+    if imagined:
+        imagined = {k: v for k, v in imagined.items() if np.asarray(v["masks"]).any()}
+        if not imagined:
+            reason = (
+                f"{world}: the imagined {level + ' ' if level else ''}rollouts have no step "
+                f"(the grounded LLM ended every one at once), so {_policy_label(level)} is "
+                "not trained; ground the LLM longer or imagine more goals"
             )
             logger.warning(reason)
             return NotTrained(reason)
@@ -115,6 +145,15 @@ def train_policy(
                 for data in imagined.values()
             ]
         )
+        if not mixed.episodes:
+            reason = (
+                f"{world}: no imagined {level + ' ' if level else ''}rollout has a transition "
+                "to learn from (d3rlpy drops an episode of one step that ends without reaching "
+                f"its goal: it has no next state), so {_policy_label(level)} is not trained; "
+                "imagine more goals (imagine.n_per_level) or ground the LLM longer"
+            )
+            logger.warning(reason)
+            return NotTrained(reason)
     logger.info(
         "%s: %s on %d real%s episodes, %d steps",
         world, config.algo, len(real.episodes),
@@ -130,13 +169,15 @@ def train_policy_logged(
     offline_rl_params: dict[str, Any],
     world: str,
     kalm_imagined: dict[str, Any] | None = None,
+    level: str | None = None,
     **imagined: dict[str, Any] | None,
 ) -> tuple[Any, list[dict[str, float]]]:
     """:func:`train_policy`, also returning d3rlpy's per-epoch metrics (the learning curve)."""
     history: list[dict[str, float]] = []
     policy = train_policy(
-        kalm_offline, offline_rl_params, world, kalm_imagined, history=history, **imagined
-    )
+        kalm_offline, offline_rl_params, world, kalm_imagined, history=history, level=level,
+        **imagined,
+    )  # fmt: skip
     return policy, history
 
 

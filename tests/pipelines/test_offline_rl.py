@@ -90,6 +90,25 @@ def test_the_kalm_policy_trains_on_kalm_files_and_without_imagined_data_is_not_t
     )
 
 
+def test_imagined_data_without_a_step_or_a_transition_trains_no_policy():
+    """A level whose rollouts have no step, or only one-step misses (d3rlpy keeps no
+    transition of those), leaves the policy of that level untrained, with the reason."""
+    from leap_kalm.training.offline_rl import NotTrained
+
+    real = generate_clevr_dataset(4, 1, horizon=5, progress=False)
+    empty = {**real, "masks": np.zeros_like(real["masks"])}
+    none = train_policy(real, RL, "clevr", level="rephrase", rephrase=empty)
+    assert isinstance(none, NotTrained)
+    assert none.reason.startswith("clevr: the imagined rephrase rollouts have no step")
+    missed = {**real, "masks": np.zeros_like(real["masks"]), "terminals": np.zeros_like(real["terminals"])}
+    missed["masks"][:, 0] = 1  # one push each, none reaching its goal
+    one_step = train_policy(real, RL, "clevr", level="easy", easy=missed)
+    assert isinstance(one_step, NotTrained)
+    assert "no imagined easy rollout has a transition to learn from" in one_step.reason
+    # beside a level with transitions, the joint policy trains on that level alone
+    assert train_policy(real, RL, "clevr", rephrase=real, easy=empty).impl is not None
+
+
 def test_only_goal_consistent_imagined_rollouts_can_be_kept():
     """``imagined_episodes: goal_consistent`` trains on the imagined rollouts whose generated
     states reach their goal; with none, the policy is not trained (the run goes on to the

@@ -28,6 +28,17 @@ def _policy_label(level: str | None) -> str:
     return f"the real + imagined {level} policy" if level else "the real + imagined policy"
 
 
+def _level_words(level: str | None) -> str:
+    """``"easy "`` for a per-level policy's messages, ``""`` for the joint one."""
+    return f"{level} " if level else ""
+
+
+def _not_trained(reason: str) -> NotTrained:
+    """Log why a policy is not trained and return the ``NotTrained`` the catalog saves."""
+    logger.warning(reason)
+    return NotTrained(reason)
+
+
 def _check_repeats(repeats: dict[str, int], imagined: dict[str, Any], world: str) -> None:
     """``imagined_repeats`` may name any imagination level of the world; one that this run
     has no data for (a KALM file of another level, or a level not imagined) is left out
@@ -93,21 +104,17 @@ def train_policy(
 
         labelled = labelled_kalm_rollouts(kalm_imagined, world)  # raises when the level is unknown
         if level is not None and kalm_imagined["level"] != level:
-            reason = (
+            return _not_trained(
                 f"{world}: kalm_imagined_data holds {kalm_imagined['level']} rollouts, so "
                 f"{_policy_label(level)} has no imagined data and is not trained"
             )
-            logger.warning(reason)
-            return NotTrained(reason)
         imagined = {kalm_imagined["level"]: labelled}
     elif imagined and all(data is None for data in imagined.values()):
-        reason = (
+        return _not_trained(
             f"{world}: no imagined data, so {_policy_label(level)} is not trained; run "
             f"`kedro run --pipeline=imagine --namespaces={world}` first or pass "
             "--params kalm_imagined_data=PATH"
         )
-        logger.warning(reason)
-        return NotTrained(reason)
     imagined = {k: v for k, v in imagined.items() if v is not None}
     if imagined:  # policy_real has no imagined levels and shares these parameters
         _check_repeats(config.imagined_repeats, imagined, world)
@@ -115,25 +122,21 @@ def train_policy(
         imagined = {k: select_episodes(v, v["goal_consistent"]) for k, v in imagined.items()}
         imagined = {k: v for k, v in imagined.items() if len(v["masks"])}
         if not imagined:
-            reason = (
-                f"{world}: no imagined {level + ' ' if level else ''}rollout reaches its goal, so "
+            return _not_trained(
+                f"{world}: no imagined {_level_words(level)}rollout reaches its goal, so "
                 "imagined_episodes: "
                 f"goal_consistent leaves nothing to train on and {_policy_label(level)} "
                 "is not trained; imagine more goals (imagine.n_per_level) or pass "
                 f"--params {world}.offline_rl.imagined_episodes=all"
             )
-            logger.warning(reason)
-            return NotTrained(reason)
     if imagined:
         imagined = {k: v for k, v in imagined.items() if np.asarray(v["masks"]).any()}
         if not imagined:
-            reason = (
-                f"{world}: the imagined {level + ' ' if level else ''}rollouts have no step "
+            return _not_trained(
+                f"{world}: the imagined {_level_words(level)}rollouts have no step "
                 f"(the grounded LLM ended every one at once), so {_policy_label(level)} is "
                 "not trained; ground the LLM longer or imagine more goals"
             )
-            logger.warning(reason)
-            return NotTrained(reason)
     imagined = {
         k: repeat_episodes(v, config.imagined_repeats[k]) if k in config.imagined_repeats else v
         for k, v in imagined.items()
@@ -146,14 +149,12 @@ def train_policy(
             ]
         )
         if not mixed.episodes:
-            reason = (
-                f"{world}: no imagined {level + ' ' if level else ''}rollout has a transition "
+            return _not_trained(
+                f"{world}: no imagined {_level_words(level)}rollout has a transition "
                 "to learn from (d3rlpy drops an episode of one step that ends without reaching "
                 f"its goal: it has no next state), so {_policy_label(level)} is not trained; "
                 "imagine more goals (imagine.n_per_level) or ground the LLM longer"
             )
-            logger.warning(reason)
-            return NotTrained(reason)
     logger.info(
         "%s: %s on %d real%s episodes, %d steps",
         world, config.algo, len(real.episodes),

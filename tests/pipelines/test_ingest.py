@@ -170,3 +170,26 @@ def test_expert_searches_reaches_the_webshop_expert_and_alfworld_refuses_it(tmp_
     assert [t["steps"] for t in plan] != [t["steps"] for t in page]
     with pytest.raises(ValueError, match="alfworld.ingest.expert_searches"):
         collect_expert_logs([], {"expert_searches": "page"}, "alfworld")
+
+
+def test_expert_games_records_the_first_train_games_and_rollouts_still_draw_from_all(tmp_path):
+    """`ingest.expert_games: 2` of 6 train games: two expert logs (the first two games),
+    while the student's rollouts keep every train game to draw from (DAgger's setting)."""
+    from leap_kalm.pipelines.correct.nodes import _rollout_games
+    from leap_kalm.pipelines.ingest.nodes import collect_expert_logs
+    from leap_kalm.pipelines.params import LeapParams, TextIngestParams
+
+    params = {"games_dir": str(tmp_path / "shop"), "n_games": {"train": 6, "eval": 1, "test": 1}}
+    games = prepare_games(params, "webshop")
+    train = [g["game_id"] for g in games if g["split"] == "train"]
+    logs = list(collect_expert_logs(games, {**params, "expert_games": 2}, "webshop")([]))
+    assert [t["game_id"] for t in logs] == train[:2]
+    assert logs[0]["ingest_params"]["expert_games"] == 2
+    # more than there are: every train game
+    every = list(collect_expert_logs(games, {**params, "expert_games": 50}, "webshop")([]))
+    assert [t["game_id"] for t in every] == train
+    rollouts = _rollout_games(LeapParams.from_dict({"env": "webshop"}), games, 1)
+    assert sorted(s.game_id for s in rollouts) == sorted(train)
+    for bad in (0, -3, "ten", True):
+        with pytest.raises(ValueError, match="expert_games must be a positive number"):
+            TextIngestParams.from_dict({"expert_games": bad})

@@ -163,6 +163,11 @@ class TextIngestParams(ConfigMixin):
         expert_searches: How the scripted expert picks what to open, for a world whose
             expert has a choice (WebShop: ``plan``, straight to the goal product, or
             ``page``, from what the pages show); ``null``: the world's own.
+        expert_games: Expert logs (or demonstrations) on the first this many train games
+            only (``null``: every train game). The student's rollouts still draw from every
+            train game, so the later iterations' corrections land on goals the
+            demonstrations never showed (DAgger's setting: few demonstrations, on-policy
+            states from many more games).
     """
 
     source: str = "generated"
@@ -175,10 +180,20 @@ class TextIngestParams(ConfigMixin):
     expert_max_steps: int = 50
     demos: str | None = None
     expert_searches: str | None = None
+    expert_games: int | None = None
 
     def __post_init__(self) -> None:
         if self.source not in ("generated", "real"):
             raise ValueError(f"ingest: source must be 'generated' or 'real', got {self.source!r}")
+        if self.expert_games is not None and (
+            isinstance(self.expert_games, bool)
+            or not isinstance(self.expert_games, int)
+            or self.expert_games < 1
+        ):
+            raise ValueError(
+                f"ingest: expert_games must be a positive number of train games or null, "
+                f"got {self.expert_games!r}"
+            )
 
 
 AlfWorldIngestParams = TextIngestParams

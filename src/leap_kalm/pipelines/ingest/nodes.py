@@ -49,7 +49,8 @@ def prepare_games(params: dict[str, Any], world: str) -> list[dict[str, Any]]:
 def collect_expert_logs(
     games: list[dict[str, Any]], params: dict[str, Any], world: str
 ) -> Callable[[list], Iterator]:
-    """Scripted-expert trajectories on every train game, written as they finish (resumable).
+    """Scripted-expert trajectories on every train game (the first ``expert_games`` of them
+    when that is set), written as they finish (resumable).
 
     Returns:
         A producer for a resumable ``JSONLDataset``: given the trajectories an interrupted
@@ -59,6 +60,17 @@ def collect_expert_logs(
     config = TextIngestParams.from_dict(params)
     module = get_world(world, "text")
     train = [g for g in games if g["split"] == "train"]
+    if config.expert_games is not None:
+        if config.expert_games > len(train):
+            logger.warning(
+                "%s.ingest.expert_games is %d but there are %d train games: every one gets "
+                "an expert log",
+                world,
+                config.expert_games,
+                len(train),
+            )
+        train = train[: config.expert_games]
+        logger.info("%s: expert logs on %d train games", world, len(train))
     if config.demos:
         return _read_demos(module, world, config, train)
 

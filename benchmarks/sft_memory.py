@@ -35,8 +35,19 @@ def _rss_gb() -> float:
     return float("nan")
 
 
-def _run(records_path: str, release: bool, steps: int, out) -> None:
-    """In a child process: train ``steps`` optimiser steps, report memory and time."""
+def _usage() -> tuple[float, float, float]:
+    """This process's minor page faults, user and system CPU seconds so far."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_minflt, usage.ru_utime, usage.ru_stime
+
+
+def _run(records_path: str, release: bool, steps: int, overrides: dict, out) -> None:
+    """In a child process: train ``steps`` optimiser steps, report memory, time, and per
+    optimiser step after the first (which warms up) minor page faults and CPU seconds.
+    ``release`` False: the project's release does nothing; ``overrides``: SFT parameters
+    over the ones below (``freed_memory``, ``gradient_checkpointing``)."""
     import resource
 
     from _sft_clock import median_gap, sft_step_stamps
@@ -50,6 +61,7 @@ def _run(records_path: str, release: bool, steps: int, out) -> None:
     rows = [json.loads(line) for line in open(records_path, encoding="utf-8")]
     records = [r for r in rows if r.get("split", "train") == "train"]
     between: list[float] = []  # read after the project's callbacks: RSS after the release
+    usage: list[tuple[float, float, float]] = []
     model, tokenizer = load_model("smollm2-135m-instruct", device="cpu", trainable=True)
     params = SFTParams.from_dict(
         {
@@ -61,9 +73,20 @@ def _run(records_path: str, release: bool, steps: int, out) -> None:
             "per_device_train_batch_size": 1,
             "gradient_accumulation_steps": 4,
             "gradient_checkpointing": False,
+            "freed_memory": "release",
+            **overrides,
         }
     )
-    stamps = sft_step_stamps(model, tokenizer, records, params, lambda: between.append(_rss_gb()))
+
+    def on_step() -> None:
+        between.append(_rss_gb())
+        usage.append(_usage())
+
+    stamps = sft_step_stamps(model, tokenizer, records, params, on_step)
+    n = max(len(usage) - 1, 1)
+    faults, user, system = (
+        (last - first) / n for first, last in zip(usage[0], usage[-1], strict=True)
+    )
     out.put(
         {
             "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2,
@@ -71,6 +94,9 @@ def _run(records_path: str, release: bool, steps: int, out) -> None:
             "after_gb": _rss_gb(),
             "seconds": median_gap(stamps),
             "records": len(records),
+            "faults_per_step": faults,
+            "user_s_per_step": user,
+            "system_s_per_step": system,
         }
     )
 
@@ -78,7 +104,7 @@ def _run(records_path: str, release: bool, steps: int, out) -> None:
 def run(records_path: Path, release: bool, steps: int) -> dict:
     from _child import in_child
 
-    return in_child(_run, str(records_path), release, steps, label=f"release {release}")
+    return in_child(_run, str(records_path), release, steps, {}, label=f"release {release}")
 
 
 def main() -> None:

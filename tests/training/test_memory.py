@@ -61,8 +61,137 @@ def test_the_callback_releases_after_steps_saves_and_the_end(fake_trim):
 def test_sft_releases_memory_after_every_step_and_when_done(tiny_model_dir, tmp_path, fake_trim):
     model, tokenizer = load_model(tiny_model_dir)
     params = SFTParams.from_dict(
-        {"max_steps": 3, "learning_rate": 1e-3, "per_device_train_batch_size": 2, "lora": {"r": 0}}
+        {
+            "max_steps": 3,
+            "learning_rate": 1e-3,
+            "per_device_train_batch_size": 2,
+            "lora": {"r": 0},
+            "freed_memory": "release",
+        }
     )
     train_sft(model, tokenizer, RECORDS, params, str(tmp_path / "out"))
     # 3 optimiser steps + the end of training + once more after the trainer is dropped
     assert len(fake_trim.calls) == 5
+
+
+class _FakeMallopt:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, param, value):
+        self.calls.append((param, value))
+        return 1
+
+
+@pytest.fixture
+def fake_mallopt(monkeypatch):
+    mallopt = _FakeMallopt()
+    monkeypatch.setattr(memory, "_mallopt", lambda: mallopt)
+    return mallopt
+
+
+KEEP = [(memory.M_MMAP_MAX, 0), (memory.M_TRIM_THRESHOLD, -1)]
+DEFAULTS = [
+    (memory.M_MMAP_MAX, memory.GLIBC_MMAP_MAX),
+    (memory.M_TRIM_THRESHOLD, memory.GLIBC_TRIM_THRESHOLD),
+]
+
+
+def test_keep_turns_mmap_and_trimming_off_then_restores_and_releases(fake_mallopt, fake_trim):
+    with memory.freed_memory_policy("keep") as kept:
+        assert kept is True
+        assert fake_mallopt.calls == KEEP
+        assert fake_trim.calls == []
+    assert fake_mallopt.calls == KEEP + DEFAULTS
+    assert fake_trim.calls == [0]
+
+
+def test_keep_restores_the_defaults_when_training_fails(fake_mallopt, fake_trim):
+    with pytest.raises(RuntimeError, match="boom"):
+        with memory.freed_memory_policy("keep"):
+            raise RuntimeError("boom")
+    assert fake_mallopt.calls == KEEP + DEFAULTS
+    assert fake_trim.calls == [0]
+
+
+def test_release_leaves_the_allocator_alone(fake_mallopt, fake_trim):
+    with memory.freed_memory_policy("release") as kept:
+        assert kept is False
+    assert fake_mallopt.calls == [] and fake_trim.calls == []
+
+
+def test_keep_without_mallopt_does_nothing(monkeypatch, fake_trim):
+    monkeypatch.setattr(memory, "_mallopt", lambda: None)
+    with memory.freed_memory_policy("keep") as kept:
+        assert kept is False
+    assert fake_trim.calls == []
+
+
+def test_an_unknown_policy_is_an_error_that_names_it():
+    with pytest.raises(ValueError, match=r"freed_memory: 'hold'.*release.*keep"):
+        with memory.freed_memory_policy("hold"):
+            pass
+    with pytest.raises(ValueError, match="freed_memory: 'hold'"):
+        SFTParams.from_dict({"freed_memory": "hold"})
+    with pytest.raises(ValueError, match="freed_memory"):
+        memory.memory_release_callback("hold")
+
+
+def test_the_keep_callback_never_trims(fake_trim):
+    callback = memory.memory_release_callback("keep")
+    callback.on_step_end(None, None, None)
+    callback.on_save(None, None, None)
+    callback.on_train_end(None, None, None)
+    assert fake_trim.calls == []
+
+
+@pytest.mark.skipif(
+    sys.platform != "linux" or platform.libc_ver()[0] != "glibc", reason="glibc only"
+)
+def test_glibc_accepts_the_keep_settings():
+    mallopt = memory._mallopt()
+    assert mallopt is not None
+    with memory.freed_memory_policy("keep") as kept:
+        assert kept is True
+        block = bytearray(64 * 1024 * 1024)  # above every mmap threshold: from the heap now
+        block[-1] = 1
+        del block
+    for param, value in KEEP + DEFAULTS:  # 1: glibc took the setting
+        assert mallopt(param, value) == 1
+    mallopt(memory.M_MMAP_MAX, memory.GLIBC_MMAP_MAX)
+    mallopt(memory.M_TRIM_THRESHOLD, memory.GLIBC_TRIM_THRESHOLD)
+
+
+def test_sft_that_keeps_freed_memory_releases_it_only_at_the_end(
+    tiny_model_dir, tmp_path, fake_trim, fake_mallopt
+):
+    model, tokenizer = load_model(tiny_model_dir)
+    params = SFTParams.from_dict(
+        {
+            "max_steps": 3,
+            "learning_rate": 1e-3,
+            "per_device_train_batch_size": 2,
+            "lora": {"r": 0},
+            "freed_memory": "keep",
+        }
+    )
+    train_sft(model, tokenizer, RECORDS, params, str(tmp_path / "out"))
+    assert fake_mallopt.calls == KEEP + DEFAULTS
+    # no release per step: once when the policy ends, once after the trainer is dropped
+    assert fake_trim.calls == [0, 0]
+
+
+def test_training_keeps_freed_memory_by_default():
+    assert SFTParams.from_dict({}).freed_memory == "keep"
+
+
+def test_the_policy_does_not_change_where_a_job_resumes(tiny_model_dir, tmp_path):
+    from leap_kalm.training.common import checkpoint_job_dir
+
+    model, _ = load_model(tiny_model_dir)
+    base = {"checkpoint_steps": 2, "checkpoint_dir": str(tmp_path)}
+    keep = SFTParams.from_dict({**base, "freed_memory": "keep"})
+    release = SFTParams.from_dict({**base, "freed_memory": "release"})
+    other = SFTParams.from_dict({**base, "learning_rate": 1e-3})
+    dirs = [checkpoint_job_dir(p, model, RECORDS, "sft") for p in (keep, release, other)]
+    assert dirs[0] == dirs[1] != dirs[2]

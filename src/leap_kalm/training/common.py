@@ -14,7 +14,12 @@ from typing import Any
 
 from leap_kalm.schemas import ConfigMixin, ModelRef
 from leap_kalm.tracking import trainer_callbacks
-from leap_kalm.training.memory import memory_release_callback, release_freed_memory
+from leap_kalm.training.memory import (
+    check_freed_memory,
+    freed_memory_policy,
+    memory_release_callback,
+    release_freed_memory,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -44,11 +49,18 @@ class TrainParams(ConfigMixin):
     seed: int = 0
     bf16: bool | None = None  # None: bf16 autocast on a bf16 GPU or a CPU with native bf16
     completion_only_scoring: bool = True  # see completion_only_scoring()
+    # keep: freed memory reused by the next step, back to the OS when training ends;
+    # release: back after every step (training.memory; SFT steps 1.19-1.45x faster with
+    # keep on 2 cores, peak RSS +0.1-0.2 GB: benchmarks/results/cpu_allocator_*.md)
+    freed_memory: str = "keep"
     lora: LoraParams = field(default_factory=LoraParams)
     # > 0: a checkpoint every N optimiser steps, under <checkpoint_dir>/<method>-<hash of
     # the job>; the same job after a crash resumes from the newest (checkpoint_job_dir)
     checkpoint_steps: int = 0
     checkpoint_dir: str = "data/checkpoints"
+
+    def __post_init__(self) -> None:
+        check_freed_memory(self.freed_memory)
 
 
 def use_bf16(params: Any, on_gpu: bool) -> bool:
@@ -64,6 +76,10 @@ def use_bf16(params: Any, on_gpu: bool) -> bool:
     return cpu_has_native_bf16()
 
 
+# settings that change how a job runs, not what it computes: a job resumes across them
+RESULT_NEUTRAL = ("freed_memory",)
+
+
 def checkpoint_job_dir(params: Any, model: Any, rows: list[Any], method: str) -> str | None:
     """Where this training job keeps its checkpoints, or ``None`` without checkpoints.
 
@@ -74,7 +90,11 @@ def checkpoint_job_dir(params: Any, model: Any, rows: list[Any], method: str) ->
     """
     if params.checkpoint_steps <= 0:
         return None
-    settings = {k: v for k, v in asdict(params).items() if not k.startswith("checkpoint_")}
+    settings = {
+        k: v
+        for k, v in asdict(params).items()
+        if not k.startswith("checkpoint_") and k not in RESULT_NEUTRAL
+    }
     start = getattr(getattr(model, "config", None), "_name_or_path", "")
     digest = hashlib.sha256(
         json.dumps([method, settings, str(start), rows], sort_keys=True, default=_plain).encode()
@@ -228,10 +248,16 @@ def fit_and_save(
         train_dataset=data,
         processing_class=tokenizer,
         peft_config=lora_config(params, model),
-        callbacks=[*trainer_callbacks(trainer_class.__name__), memory_release_callback()],
+        callbacks=[
+            *trainer_callbacks(trainer_class.__name__),
+            memory_release_callback(params.freed_memory),
+        ],
     )
     resume = last_checkpoint(args)
-    with completion_only_scoring(params.completion_only_scoring):
+    with (
+        completion_only_scoring(params.completion_only_scoring),
+        freed_memory_policy(params.freed_memory),
+    ):
         result = trainer.train(resume_from_checkpoint=resume)
     ref = save_trained(trainer, tokenizer, result, params, output_dir, merge=merge)
     if resume is not None:

@@ -27,7 +27,7 @@ from leap_kalm.training.common import (
     lora_config,
     use_bf16,
 )
-from leap_kalm.training.memory import memory_release_callback
+from leap_kalm.training.memory import freed_memory_policy, memory_release_callback
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ def train_grounding(
         args=args,
         train_dataset=rows,
         data_collator=lambda batch: collate_grounding(batch, pad_id, spec),
-        callbacks=[*trainer_callbacks("grounding"), memory_release_callback()],
+        callbacks=[*trainer_callbacks("grounding"), memory_release_callback(params.freed_memory)],
     )
     if is_sharded(trainer):
         raise NotImplementedError(
@@ -172,7 +172,8 @@ def train_grounding(
             "LoRA (train.lora.r > 0)"
         )
     resume = last_checkpoint(args)
-    result = trainer.train(resume_from_checkpoint=resume)
+    with freed_memory_policy(params.freed_memory):
+        result = trainer.train(resume_from_checkpoint=resume)
     if trainer.is_world_process_zero():
         save_grounded(trainer.model, tokenizer, output_dir)
     trainer.accelerator.wait_for_everyone()

@@ -6,7 +6,20 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+
+def iteration0_sft_records(data_root: Path, env: str) -> Path:
+    """A data root's iteration-0 SFT records of ``env``; exit with the command that makes
+    them when they are missing."""
+    records = data_root / f"05_model_input/{env}/iter0/sft_records.jsonl"
+    if not records.exists():
+        raise SystemExit(
+            f"need {records}: run `kedro run --pipeline=leap_iter --params leap_iteration=0` "
+            f"(env {env}) for that data root first"
+        )
+    return records
 
 
 def sft_step_stamps(

@@ -78,6 +78,8 @@ def run(records: Path, setting: Setting, steps: int, checkpointing: bool) -> dic
 
 
 def main() -> None:
+    from _sft_clock import iteration0_sft_records
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="alfworld", choices=("alfworld", "webshop"))
     parser.add_argument("--data-root", type=Path, default=Path("data"))
@@ -94,12 +96,7 @@ def main() -> None:
         "--only", nargs="+", metavar="NAME", help="run only these settings (names as reported)"
     )
     args = parser.parse_args()
-    records = args.data_root / f"05_model_input/{args.env}/iter0/sft_records.jsonl"
-    if not records.exists():
-        raise SystemExit(
-            f"need {records}: run `kedro run --pipeline=leap_iter --params leap_iteration=0` "
-            f"(env {args.env}) for that data root first"
-        )
+    records = iteration0_sft_records(args.data_root, args.env)
     if args.steps < 3:
         raise SystemExit("--steps: at least 3 (the first step warms up and is not counted)")
     chosen = settings(args.jemalloc)

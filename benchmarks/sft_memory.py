@@ -108,17 +108,14 @@ def run(records_path: Path, release: bool, steps: int) -> dict:
 
 
 def main() -> None:
+    from _sft_clock import iteration0_sft_records
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="webshop", choices=("alfworld", "webshop"))
     parser.add_argument("--data-root", type=Path, default=Path("data"))
     parser.add_argument("--steps", type=int, default=12, help="optimiser steps per setting")
     args = parser.parse_args()
-    records = args.data_root / f"05_model_input/{args.env}/iter0/sft_records.jsonl"
-    if not records.exists():
-        raise SystemExit(
-            f"need {records}: run `kedro run --pipeline=leap_iter --params leap_iteration=0` "
-            f"(env {args.env}) for that data root first"
-        )
+    records = iteration0_sft_records(args.data_root, args.env)
     results = {}
     for release in (False, True):
         results[release] = run(records, release, args.steps)

@@ -16,20 +16,26 @@ RECORDS = [
 ]
 
 
-class _FakeTrim:
+class _FakeCFunction:
+    """Stands in for a C library function: records each call's arguments, returns 1."""
+
     def __init__(self):
         self.calls = []
 
-    def __call__(self, pad):
-        self.calls.append(pad)
+    def __call__(self, *args):
+        self.calls.append(args[0] if len(args) == 1 else args)
         return 1
+
+
+def _fake(monkeypatch, getter: str) -> _FakeCFunction:
+    function = _FakeCFunction()
+    monkeypatch.setattr(memory, getter, lambda: function)
+    return function
 
 
 @pytest.fixture
 def fake_trim(monkeypatch):
-    trim = _FakeTrim()
-    monkeypatch.setattr(memory, "_malloc_trim", lambda: trim)
-    return trim
+    return _fake(monkeypatch, "_malloc_trim")
 
 
 @pytest.mark.skipif(
@@ -50,44 +56,41 @@ def test_without_malloc_trim_nothing_is_called(monkeypatch):
     assert memory.release_freed_memory() is False
 
 
-def test_the_callback_releases_after_steps_saves_and_the_end(fake_trim):
-    callback = memory.memory_release_callback()
+def _fire(callback) -> None:
+    """A training's events, as the trainer calls them: a step's end, a save, the end."""
     callback.on_step_end(None, None, None)
     callback.on_save(None, None, None)
     callback.on_train_end(None, None, None)
-    assert fake_trim.calls == [0, 0, 0]
 
 
-def test_sft_releases_memory_after_every_step_and_when_done(tiny_model_dir, tmp_path, fake_trim):
-    model, tokenizer = load_model(tiny_model_dir)
+def _train_three_steps(model_dir, out, freed_memory: str) -> None:
+    model, tokenizer = load_model(model_dir)
     params = SFTParams.from_dict(
         {
             "max_steps": 3,
             "learning_rate": 1e-3,
             "per_device_train_batch_size": 2,
             "lora": {"r": 0},
-            "freed_memory": "release",
+            "freed_memory": freed_memory,
         }
     )
-    train_sft(model, tokenizer, RECORDS, params, str(tmp_path / "out"))
+    train_sft(model, tokenizer, RECORDS, params, str(out))
+
+
+def test_the_callback_releases_after_steps_saves_and_the_end(fake_trim):
+    _fire(memory.memory_release_callback("release"))
+    assert fake_trim.calls == [0, 0, 0]
+
+
+def test_sft_releases_memory_after_every_step_and_when_done(tiny_model_dir, tmp_path, fake_trim):
+    _train_three_steps(tiny_model_dir, tmp_path / "out", "release")
     # 3 optimiser steps + the end of training + once more after the trainer is dropped
     assert len(fake_trim.calls) == 5
 
 
-class _FakeMallopt:
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, param, value):
-        self.calls.append((param, value))
-        return 1
-
-
 @pytest.fixture
 def fake_mallopt(monkeypatch):
-    mallopt = _FakeMallopt()
-    monkeypatch.setattr(memory, "_mallopt", lambda: mallopt)
-    return mallopt
+    return _fake(monkeypatch, "_mallopt")
 
 
 KEEP = [(memory.M_MMAP_MAX, 0), (memory.M_TRIM_THRESHOLD, -1)]
@@ -138,10 +141,7 @@ def test_an_unknown_policy_is_an_error_that_names_it():
 
 
 def test_the_keep_callback_never_trims(fake_trim):
-    callback = memory.memory_release_callback("keep")
-    callback.on_step_end(None, None, None)
-    callback.on_save(None, None, None)
-    callback.on_train_end(None, None, None)
+    _fire(memory.memory_release_callback("keep"))
     assert fake_trim.calls == []
 
 
@@ -165,17 +165,7 @@ def test_glibc_accepts_the_keep_settings():
 def test_sft_that_keeps_freed_memory_releases_it_only_at_the_end(
     tiny_model_dir, tmp_path, fake_trim, fake_mallopt
 ):
-    model, tokenizer = load_model(tiny_model_dir)
-    params = SFTParams.from_dict(
-        {
-            "max_steps": 3,
-            "learning_rate": 1e-3,
-            "per_device_train_batch_size": 2,
-            "lora": {"r": 0},
-            "freed_memory": "keep",
-        }
-    )
-    train_sft(model, tokenizer, RECORDS, params, str(tmp_path / "out"))
+    _train_three_steps(tiny_model_dir, tmp_path / "out", "keep")
     assert fake_mallopt.calls == KEEP + DEFAULTS
     # no release per step: once when the policy ends, once after the trainer is dropped
     assert fake_trim.calls == [0, 0]

@@ -40,9 +40,13 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 FREED_MEMORY = ("release", "keep")
-# glibc's <malloc.h>: mallopt parameters, and the defaults it starts with
-M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
-GLIBC_TRIM_THRESHOLD, GLIBC_MMAP_MAX = 128 * 1024, 65536
+# glibc's <malloc.h>: mallopt parameters
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -3, -4
+# What glibc's own rules reach after the first large block is freed (the mmap threshold
+# follows freed mmap blocks up to 32 MB on 64-bit, the trim threshold at twice it): where
+# a keep ends, as setting any of these turns those rules off for the rest of the process.
+GLIBC_MMAP_THRESHOLD = 4 * 1024 * 1024 * ctypes.sizeof(ctypes.c_long)
+GLIBC_TRIM_THRESHOLD, GLIBC_MMAP_MAX = 2 * GLIBC_MMAP_THRESHOLD, 65536
 
 
 @functools.lru_cache(maxsize=1)
@@ -82,8 +86,8 @@ def check_freed_memory(value: str) -> str:
 def freed_memory_policy(freed_memory: str) -> Iterator[bool]:
     """While training runs: ``keep`` serves large blocks from the heap instead of fresh
     ``mmap`` pages and never trims it, so the next step reuses the pages this one freed;
-    on the way out (an error too) glibc's defaults come back and the heap's free memory
-    goes back to the OS. ``release`` changes nothing (the per-step release is the
+    on the way out (an error too) the settings glibc's own rules would have reached by
+    then come back, and the heap's free memory goes back to the OS. ``release`` changes nothing (the per-step release is the
     callback's). Yields whether the allocator was told to keep (glibc only)."""
     check_freed_memory(freed_memory)
     mallopt = _mallopt() if freed_memory == "keep" else None
@@ -96,6 +100,7 @@ def freed_memory_policy(freed_memory: str) -> Iterator[bool]:
         yield True
     finally:
         mallopt(M_MMAP_MAX, GLIBC_MMAP_MAX)
+        mallopt(M_MMAP_THRESHOLD, GLIBC_MMAP_THRESHOLD)
         mallopt(M_TRIM_THRESHOLD, GLIBC_TRIM_THRESHOLD)
         release_freed_memory()
 

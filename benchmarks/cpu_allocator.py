@@ -7,9 +7,11 @@ kernel zeroes every page: the WebShop learning profile's SFT spent 21-28% of its
 the kernel, and the ALFWorld iteration-2 run counted 157 million minor page faults. This
 runs the same SFT (the first ``--steps`` optimiser steps over a data root's iteration-0 SFT
 records, SmolLM2-135M-Instruct, full fine-tuning, one episode per forward, 4 accumulated,
-gradient checkpointing with ``--gradient-checkpointing``) under each allocator setting, each in its own process:
+gradient checkpointing with ``--gradient-checkpointing``) under each allocator setting,
+each in its own process:
 
-- ``glibc``: the project's default (``malloc_trim`` after every step, glibc's defaults);
+- ``glibc``: ``freed_memory: release`` (the default before this benchmark: ``malloc_trim`` after
+  every step, glibc's defaults; the reports' "glibc (default)" row);
 - ``glibc THP``: the same with ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` (glibc ≥ 2.35 asks
   for transparent huge pages, so a fault maps 2 MB instead of 4 kB where the kernel's
   ``transparent_hugepage`` is ``madvise`` or ``always``);

@@ -53,8 +53,13 @@ def test_kalm_clevr_end_to_end(tiny_model_dir):
     summary = catalog.load("clevr.kalm_eval_summary")
     assert list(summary.columns) == KALM_SUMMARY_COLUMNS
     assert summary[["policy", "level"]].values.tolist() == [
-        ["real", "real"], ["real", "easy"], ["kalm", "real"], ["kalm", "easy"],
-        ["kalm_rephrase", "real"], ["kalm_easy", "real"], ["kalm_easy", "easy"],
+        ["real", "real"],
+        ["real", "easy"],
+        ["kalm", "real"],
+        ["kalm", "easy"],
+        ["kalm_rephrase", "real"],
+        ["kalm_easy", "real"],
+        ["kalm_easy", "easy"],
         ["kalm_hard", "real"],
     ]  # fmt: skip  (a per-level policy plays real goals and its own level's)
     # the tiny model's one-push easy rollouts all miss, and d3rlpy keeps no transition of a
@@ -62,7 +67,9 @@ def test_kalm_clevr_end_to_end(tiny_model_dir):
     from leap_kalm.training.offline_rl import NotTrained
 
     easy = catalog.load("clevr.policy_kalm_easy")
-    assert isinstance(easy, NotTrained) and "no imagined easy rollout has a transition" in easy.reason
+    assert (
+        isinstance(easy, NotTrained) and "no imagined easy rollout has a transition" in easy.reason
+    )
     trained = summary["policy"] != "kalm_easy"
     assert (summary.loc[trained, "n"] == 2).all() and (summary.loc[~trained, "n"] == 0).all()
     assert np.all(summary.loc[trained, "ci_low"] <= summary.loc[trained, "success_rate"])
@@ -177,7 +184,11 @@ def test_kalm_cli_run_and_its_notebook(tmp_path):
     assert "clevr.train_grounded_llm_node" in set(resources["node"])
     assert (resources["peak_rss_mb"] > 0).all() and (resources["pipeline"] == "kalm").all()
     assert (reporting / "kalm_eval_summary.csv").is_dir()  # versioned
-    for curve in ("grounding_learning_curve.png", "offline_rl_learning_curves.png", "kalm_eval.png"):
+    for curve in (
+        "grounding_learning_curve.png",
+        "offline_rl_learning_curves.png",
+        "kalm_eval.png",
+    ):
         versions = list((reporting / curve).glob("*/" + curve))
         assert len(versions) == 1 and versions[0].read_bytes()[:4] == b"\x89PNG", curve
     notebook = execute_notebook(project, "kalm_results.ipynb")

@@ -100,7 +100,11 @@ def test_imagined_data_without_a_step_or_a_transition_trains_no_policy():
     none = train_policy(real, RL, "clevr", level="rephrase", rephrase=empty)
     assert isinstance(none, NotTrained)
     assert none.reason.startswith("clevr: the imagined rephrase rollouts have no step")
-    missed = {**real, "masks": np.zeros_like(real["masks"]), "terminals": np.zeros_like(real["terminals"])}
+    missed = {
+        **real,
+        "masks": np.zeros_like(real["masks"]),
+        "terminals": np.zeros_like(real["terminals"]),
+    }
     missed["masks"][:, 0] = 1  # one push each, none reaching its goal
     one_step = train_policy(real, RL, "clevr", level="easy", easy=missed)
     assert isinstance(one_step, NotTrained)

@@ -17,7 +17,7 @@ from leap_kalm.tracking import trainer_callbacks
 from leap_kalm.training.memory import (
     check_freed_memory,
     freed_memory_policy,
-    memory_release_callback,
+    memory_release_callbacks,
     release_freed_memory,
 )
 
@@ -250,7 +250,7 @@ def fit_and_save(
         peft_config=lora_config(params, model),
         callbacks=[
             *trainer_callbacks(trainer_class.__name__),
-            memory_release_callback(params.freed_memory),
+            *memory_release_callbacks(params.freed_memory),
         ],
     )
     resume = last_checkpoint(args)

@@ -27,7 +27,7 @@ from leap_kalm.training.common import (
     lora_config,
     use_bf16,
 )
-from leap_kalm.training.memory import freed_memory_policy, memory_release_callback
+from leap_kalm.training.memory import freed_memory_policy, memory_release_callbacks
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ def train_grounding(
         args=args,
         train_dataset=rows,
         data_collator=lambda batch: collate_grounding(batch, pad_id, spec),
-        callbacks=[*trainer_callbacks("grounding"), memory_release_callback(params.freed_memory)],
+        callbacks=[*trainer_callbacks("grounding"), *memory_release_callbacks(params.freed_memory)],
     )
     if is_sharded(trainer):
         raise NotImplementedError(

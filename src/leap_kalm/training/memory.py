@@ -49,30 +49,27 @@ GLIBC_MMAP_THRESHOLD = 4 * 1024 * 1024 * ctypes.sizeof(ctypes.c_long)
 GLIBC_TRIM_THRESHOLD, GLIBC_MMAP_MAX = 2 * GLIBC_MMAP_THRESHOLD, 65536
 
 
-@functools.lru_cache(maxsize=1)
-def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim``, or ``None`` where the C library has none."""
+@functools.cache
+def _c_function(name: str, *argtypes: Any) -> Any:
+    """The C library's function ``name`` (returning an int), or ``None`` where it has none."""
     try:  # the process's own symbols include its C library's
-        trim = ctypes.CDLL(None).malloc_trim
+        function = getattr(ctypes.CDLL(None), name)
     except (OSError, AttributeError, TypeError):  # no such function; TypeError: Windows
-        logger.debug("no malloc_trim in this C library: freed memory stays with the process")
+        logger.debug("no %s in this C library: the allocator keeps its own policy", name)
         return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return trim
+    function.argtypes = list(argtypes)
+    function.restype = ctypes.c_int
+    return function
 
 
-@functools.lru_cache(maxsize=1)
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim(pad)``, or ``None``."""
+    return _c_function("malloc_trim", ctypes.c_size_t)
+
+
 def _mallopt() -> Any:
-    """glibc's ``mallopt``, or ``None`` where the C library has none."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError, TypeError):
-        logger.debug("no mallopt in this C library: the allocator keeps its own policy")
-        return None
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return mallopt
+    """glibc's ``mallopt(param, value)``, or ``None``."""
+    return _c_function("mallopt", ctypes.c_int, ctypes.c_int)
 
 
 def check_freed_memory(value: str) -> str:
@@ -87,8 +84,9 @@ def freed_memory_policy(freed_memory: str) -> Iterator[bool]:
     """While training runs: ``keep`` serves large blocks from the heap instead of fresh
     ``mmap`` pages and never trims it, so the next step reuses the pages this one freed;
     on the way out (an error too) the settings glibc's own rules would have reached by
-    then come back, and the heap's free memory goes back to the OS. ``release`` changes nothing (the per-step release is the
-    callback's). Yields whether the allocator was told to keep (glibc only)."""
+    then come back, and the heap's free memory goes back to the OS. ``release`` changes
+    nothing (the per-step release is the callback's). Yields whether the allocator was
+    told to keep (glibc only)."""
     check_freed_memory(freed_memory)
     mallopt = _mallopt() if freed_memory == "keep" else None
     if mallopt is None:
@@ -114,25 +112,23 @@ def release_freed_memory() -> bool:
     return True
 
 
-def memory_release_callback(freed_memory: str = "release") -> Any:
-    """A transformers ``TrainerCallback`` that, with ``release``, releases freed memory
-    after every optimiser step, after each checkpoint save and when training ends; with
-    ``keep`` it does nothing (:func:`freed_memory_policy` gives it back at the end)."""
+def memory_release_callbacks(freed_memory: str = "release") -> list[Any]:
+    """The transformers callbacks ``freed_memory`` needs: with ``release``, one that
+    releases freed memory after every optimiser step, after each checkpoint save and when
+    training ends; with ``keep``, none (:func:`freed_memory_policy` gives it back at the
+    end)."""
+    if check_freed_memory(freed_memory) == "keep":
+        return []
     from transformers import TrainerCallback
-
-    release = check_freed_memory(freed_memory) == "release"
 
     class ReleaseFreedMemory(TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if release:
-                release_freed_memory()
+            release_freed_memory()
 
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if release:
-                release_freed_memory()
+            release_freed_memory()
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if release:
-                release_freed_memory()
+            release_freed_memory()
 
-    return ReleaseFreedMemory()
+    return [ReleaseFreedMemory()]

@@ -132,7 +132,9 @@ def plot_kalm_evaluation(kalm_eval_summary: Any, world: str) -> Any:
             name = "kalm_own"
         label = labels.get(name, "real + the level's own imagined data")
         series.setdefault(label, {})[str(row["level"])] = (
-            row["success_rate"], row["ci_low"], row["ci_high"]
+            row["success_rate"],
+            row["ci_low"],
+            row["ci_high"],
         )
     levels = list(dict.fromkeys(str(level) for level in kalm_eval_summary["level"]))
     return grouped_bars(series, levels, f"{world}: success per goal level (95% intervals)")

@@ -11,9 +11,15 @@ own process: with the release (the project's default) and without it. Reported p
 setting: peak RSS of the process, RSS between steps (after the step's release, where on),
 RSS after training, and median seconds per optimiser step.
 
-    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/sft_memory.py --env webshop --data-root data/learn --steps 12
+``--onednn-cache N [N ...]`` compares oneDNN primitive cache capacities instead (each
+capacity in its own process, ``freed_memory: keep``, the profiles' default): on a CPU with
+native bf16, oneDNN compiles and keeps a primitive per operator shape, and whole episodes
+bring a new shape on nearly every forward (``leap_kalm.ONEDNN_PRIMITIVE_CACHE_CAPACITY``).
 
-Writes benchmarks/results/sft_memory_<env>.md.
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/sft_memory.py --env webshop --data-root data/learn --steps 12
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/sft_memory.py --env alfworld --data-root data/learn --steps 20 --onednn-cache 1024 128
+
+Writes benchmarks/results/sft_memory_<env>.md (``_onednn`` added for the cache comparison).
 """
 
 from __future__ import annotations
@@ -101,10 +107,32 @@ def _run(records_path: str, release: bool, steps: int, overrides: dict, out) -> 
     )
 
 
-def run(records_path: Path, release: bool, steps: int) -> dict:
+Setting = tuple[str, bool, dict[str, str], dict]
+
+
+def settings(onednn_cache: list[int] | None) -> list[Setting]:
+    """(label, per-step release, environment of the child, SFT overrides) per setting."""
+    if onednn_cache:
+        return [
+            (
+                f"oneDNN cache {n}" + (" (oneDNN's default)" if n == 1024 else ""),
+                True,
+                {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(n)},
+                {"freed_memory": "keep"},
+            )
+            for n in onednn_cache
+        ]
+    return [
+        ("release after each step: no", False, {}, {}),
+        ("release after each step: yes", True, {}, {}),
+    ]
+
+
+def run(records_path: Path, setting: Setting, steps: int) -> dict:
     from _child import in_child
 
-    return in_child(_run, str(records_path), release, steps, {}, label=f"release {release}")
+    label, release, env, overrides = setting
+    return in_child(_run, str(records_path), release, steps, overrides, label=label, env=env)
 
 
 def main() -> None:
@@ -114,30 +142,46 @@ def main() -> None:
     parser.add_argument("--env", default="webshop", choices=("alfworld", "webshop"))
     parser.add_argument("--data-root", type=Path, default=Path("data"))
     parser.add_argument("--steps", type=int, default=12, help="optimiser steps per setting")
+    parser.add_argument(
+        "--onednn-cache",
+        type=int,
+        nargs="+",
+        metavar="N",
+        help="compare these oneDNN primitive cache capacities instead of the release",
+    )
     args = parser.parse_args()
+    if args.onednn_cache and min(args.onednn_cache) < 0:
+        raise SystemExit("--onednn-cache: capacities are 0 or more")
     records = iteration0_sft_records(args.data_root, args.env)
+    from leap_kalm.llm.models import cpu_has_native_bf16
+
     results = {}
-    for release in (False, True):
-        results[release] = run(records, release, args.steps)
-        print(f"release {release}: {results[release]}", flush=True)
+    for setting in settings(args.onednn_cache):
+        results[setting[0]] = run(records, setting, args.steps)
+        print(f"{setting[0]}: {results[setting[0]]}", flush=True)
+    title = (
+        "oneDNN's primitive cache"
+        if args.onednn_cache
+        else "giving freed memory back after every step"
+    )
     lines = [
-        f"# SFT memory ({args.env}): giving freed memory back after every step",
+        f"# SFT memory ({args.env}): {title}",
         "",
         f"Machine: {platform.processor() or platform.machine()}, {platform.libc_ver()[0]} "
-        f"{platform.libc_ver()[1]}; SmolLM2-135M-Instruct, full fine-tuning without gradient "
+        f"{platform.libc_ver()[1]}, native bf16 {cpu_has_native_bf16()} (bf16 autocast where "
+        "true); SmolLM2-135M-Instruct, full fine-tuning without gradient "
         f"checkpointing, one episode per forward, 4 accumulated; the first {args.steps} "
-        f"optimiser steps over `{records}` ({results[True]['records']} train records), each "
-        "setting in its own process.",
+        f"optimiser steps over `{records}` ({next(iter(results.values()))['records']} train "
+        "records), each setting in its own process.",
         "",
-        "| release after each step | peak RSS (GB) | RSS between steps: first / last / max (GB) "
+        "| setting | peak RSS (GB) | RSS between steps: first / last / max (GB) "
         "| RSS after training (GB) | s/step (median) |",
         "|---|---|---|---|---|",
     ]
-    for release in (False, True):
-        r = results[release]
+    for label, r in results.items():
         b = r["between_gb"]
         lines.append(
-            f"| {'yes (default)' if release else 'no'} | {r['peak_gb']:.1f} | "
+            f"| {label} | {r['peak_gb']:.1f} | "
             f"{b[0]:.1f} / {b[-1]:.1f} / {max(b):.1f} | {r['after_gb']:.1f} | {r['seconds']:.1f} |"
         )
     lines += [
@@ -147,7 +191,7 @@ def main() -> None:
     ]
     from _report import write_report
 
-    write_report(f"sft_memory_{args.env}", lines)
+    write_report(f"sft_memory_{args.env}" + ("_onednn" if args.onednn_cache else ""), lines)
 
 
 if __name__ == "__main__":

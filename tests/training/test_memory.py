@@ -186,3 +186,30 @@ def test_the_policy_does_not_change_where_a_job_resumes(tiny_model_dir, tmp_path
     other = SFTParams.from_dict({**base, "learning_rate": 1e-3})
     dirs = [checkpoint_job_dir(p, model, RECORDS, "sft") for p in (keep, release, other)]
     assert dirs[0] == dirs[1] != dirs[2]
+
+
+def _capacity_after_import(env: dict) -> str:
+    """The oneDNN cache capacity a fresh interpreter sees after importing leap_kalm."""
+    import os
+    import subprocess
+
+    code = "import os, leap_kalm; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
+    base = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def test_importing_the_project_bounds_onednns_primitive_cache():
+    import leap_kalm
+
+    assert _capacity_after_import({}) == str(leap_kalm.ONEDNN_PRIMITIVE_CACHE_CAPACITY) == "128"
+
+
+def test_a_capacity_already_in_the_environment_wins():
+    assert _capacity_after_import({"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"}) == "1024"

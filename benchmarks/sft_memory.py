@@ -2,12 +2,13 @@
 
 glibc keeps the memory of freed tensors in the process's heap, so an SFT run's resident
 size creeps up step by step (each step's activations are freed and the next, longer
-episode needs a bigger block). ``leap_kalm.training.memory`` calls ``malloc_trim`` after
-every optimiser step, checkpoint save and at the end of training. This runs the same SFT
+episode needs a bigger block). With ``freed_memory: release``, ``leap_kalm.training.memory``
+calls ``malloc_trim`` after every optimiser step, checkpoint save and at the end of training
+(the default, ``keep``, only at the end). This runs the same SFT
 (the first ``--steps`` optimiser steps over a data root's iteration-0 SFT records,
 SmolLM2-135M-Instruct, full fine-tuning, one episode per forward, 4 accumulated, without
 gradient checkpointing, as the WebShop learning profile measured 14 GB) twice, each in its
-own process: with the release (the project's default) and without it. Reported per
+own process: with the per-step release and without it. Reported per
 setting: peak RSS of the process, RSS between steps (after the step's release, where on),
 RSS after training, and median seconds per optimiser step.
 

@@ -66,9 +66,11 @@ def load_games(env: str, path: Path, split: str, n: int, max_steps: int) -> list
     return specs
 
 
-def one_pass(models: dict, specs: list, setup: tuple, args: argparse.Namespace) -> dict:
+def one_pass(
+    models: dict, specs: list, setup: tuple, batch: int, args: argparse.Namespace
+) -> dict:
     label, batched, reuse, dtype, prefill, compact_after = setup
-    batch, max_steps, fmt = args.batch, args.max_steps, args.prompt_format
+    max_steps, fmt = args.max_steps, args.prompt_format
     model, tokenizer = models[dtype]
     size = batch if batched else 1
     generator = EpisodeGenerator(
@@ -114,7 +116,11 @@ def main() -> None:
     parser.add_argument("--games", default="data/01_raw/alfworld/games_index.json")
     parser.add_argument("--split", default="valid_unseen")
     parser.add_argument("--episodes", type=int, default=8)
-    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument(
+        "--batch",
+        default="8",
+        help="episodes decoded together; a comma list (e.g. 20,40,60) runs every set-up at each",
+    )
     parser.add_argument("--max-steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--prompt-format", default="conversation")
@@ -123,18 +129,26 @@ def main() -> None:
     parser.add_argument("--report", default="eval_speed", help="report name in benchmarks/results")
     args = parser.parse_args()
     setups = [SETUPS[int(i) - 1] for i in args.setups.split(",")]
+    batches = [int(b) for b in args.batch.split(",")]
+    if any(b < 1 for b in batches):
+        raise SystemExit(f"--batch: every size must be at least 1, got {args.batch}")
+    runs_of = [(s, b) for s in setups for b in batches if s[1] or b == batches[0]]
     specs = load_games(args.env, Path(args.games), args.split, args.episodes, args.max_steps)
     models = {}
     for dtype in sorted({s[3] for s in setups}):
         model, tokenizer = load_model(args.student, device="cpu", dtype=dtype)
         model.requires_grad_(False)
         models[dtype] = (model, tokenizer)
-    runs: dict[str, list[dict]] = {s[0]: [] for s in setups}
+    def name(setup: tuple, batch: int) -> str:
+        return setup[0] if len(batches) == 1 or not setup[1] else f"{setup[0]}, batch {batch}"
+
+    runs: dict[str, list[dict]] = {name(s, b): [] for s, b in runs_of}
     for _ in range(args.rounds):
-        for setup in setups:
-            runs[setup[0]].append(one_pass(models, specs, setup, args))
-            print(setup[0], round(runs[setup[0]][-1]["seconds"], 1), "s", flush=True)
-    reference = runs[setups[0][0]][0]
+        for setup, batch in runs_of:
+            label = name(setup, batch)
+            runs[label].append(one_pass(models, specs, setup, batch, args))
+            print(label, round(runs[label][-1]["seconds"], 1), "s", flush=True)
+    reference = next(iter(runs.values()))[0]
     lines = [
         f"# Evaluation speed ({args.env}): the rollout engine vs LEAP's way",
         "",
@@ -148,7 +162,7 @@ def main() -> None:
     ]
     previous = None
     base = None
-    for label, *_ in setups:
+    for label in runs:
         r = runs[label][0]
         seconds = statistics.median(x["seconds"] for x in runs[label])
         rate = r["steps"] / seconds

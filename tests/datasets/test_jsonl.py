@@ -57,6 +57,8 @@ def test_unknown_save_args_and_mode_are_rejected(tmp_path):
         JSONLDataset(filepath=str(tmp_path / "x.jsonl"), save_args={"mode": "append-ish"})
     with pytest.raises(DatasetError, match="unknown save_args"):
         JSONLDataset(filepath=str(tmp_path / "x.jsonl"), save_args={"indent": 2})
+    with pytest.raises(DatasetError, match="reuse needs mode: resume"):
+        JSONLDataset(filepath=str(tmp_path / "x.jsonl"), save_args={"reuse": True})
 
 
 def test_unserialisable_record_is_named(tmp_path):
@@ -156,3 +158,61 @@ def test_missing_ok_loads_an_empty_list(tmp_path):
         ).load()
         == []
     )
+
+
+def _counting_producer(records, calls, reusable=None):
+    """A producer of ``records`` that notes which ones it had to make."""
+
+    def produce(done):
+        finished = {r["game_id"] for r in done}
+        for record in records:
+            if record["game_id"] not in finished:
+                calls.append(record["game_id"])
+                yield record
+
+    if reusable is not None:
+        produce.reusable = reusable
+    return produce
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_reuse_keeps_the_finished_records_the_producer_accepts(tmp_path, versioned):
+    path = str(tmp_path / "logs.jsonl")
+
+    def dataset(stamp):
+        return JSONLDataset(
+            filepath=path,
+            version=Version(None, stamp) if versioned else None,
+            save_args={"mode": "resume", "key": "game_id", "reuse": True},
+        )
+
+    first = []
+    dataset("2026-01-01T00.00.00.000Z").save(_counting_producer(RECORDS, first, lambda r: True))
+    assert first == [r["game_id"] for r in RECORDS]
+    # the next run: g1 and g3 changed (their stored records are refused), g5 is new
+    wanted = [*RECORDS[:1], {**RECORDS[1], "value": 10}, *RECORDS[2:3], {**RECORDS[3], "value": 30}]
+    wanted += [RECORDS[4], {"game_id": "g5", "value": 5, "text": ""}]
+    second = []
+    stale = {"g1", "g3"}
+    ds = dataset("2026-01-01T00.05.00.000Z")
+    ds.save(_counting_producer(wanted, second, lambda r: r["game_id"] not in stale))
+    assert second == ["g1", "g3", "g5"]
+    loaded = JSONLDataset(filepath=path, version=Version(None, None) if versioned else None).load()
+    assert sorted(loaded, key=lambda r: r["game_id"]) == wanted
+
+
+def test_reuse_needs_the_producers_consent_and_a_finished_save(tmp_path):
+    path = str(tmp_path / "logs.jsonl")
+    args = {"mode": "resume", "key": "game_id", "reuse": True}
+    calls = []
+    JSONLDataset(filepath=path, save_args=args).save(_counting_producer(RECORDS, calls))
+    calls.clear()  # a producer without ``reusable``: everything is made again
+    JSONLDataset(filepath=path, save_args=args).save(_counting_producer(RECORDS, calls))
+    assert len(calls) == len(RECORDS)
+    calls.clear()  # without ``reuse`` the predicate is not consulted
+    plain = {"mode": "resume", "key": "game_id"}
+    JSONLDataset(filepath=path, save_args=plain).save(
+        _counting_producer(RECORDS, calls, lambda r: True)
+    )
+    assert len(calls) == len(RECORDS)
+    assert JSONLDataset(filepath=path).load() == RECORDS

@@ -88,9 +88,10 @@ def test_iteration_0_data_prep_privilege_annotate_sft_records(
             "params:alfworld.teacher": TEACHER,
             "params:leap_iteration": 0,
         },
+        producers=("alfworld.privileged_states",),
     )
     _run(pipe, catalog)
-    states = catalog.load("alfworld.privileged_states")
+    states = catalog.load("alfworld.privileged_states")  # written by the producer, read back
     assert [s["game_id"] for s in states] == [
         g["game_id"] for g in alfworld_games if g["split"] == "train"
     ]

@@ -22,7 +22,7 @@ def _catalog(tmp_path, params: dict) -> DataCatalog:
         "alfworld.games": JSONDataset(filepath=str(tmp_path / "games.json")),
         "alfworld.expert_logs": JSONLDataset(
             filepath=str(tmp_path / "expert_logs.jsonl"),
-            save_args={"mode": "resume", "key": "game_id"},
+            save_args={"mode": "resume", "key": "game_id", "reuse": True},
         ),
     }
     for env in ("clevr", "metaworld"):
@@ -61,6 +61,42 @@ def test_alfworld_ingest_writes_expert_logs_for_the_train_split(tmp_path):
     mtime = (tmp_path / "games" / "train" / "manifest.json").stat().st_mtime
     SequentialRunner().run(create_pipeline().only_nodes("alfworld.prepare_games_node"), catalog)
     assert (tmp_path / "games" / "train" / "manifest.json").stat().st_mtime == mtime
+
+
+def test_a_later_run_replays_the_expert_only_where_its_game_or_parameters_changed(
+    tmp_path, monkeypatch
+):
+    """The next LEAP iteration runs ingest again: the finished logs are kept (the expert is
+    not called), except for a game whose file changed; new parameters replay every game."""
+    from leap_kalm.envs.alfworld import world
+
+    ingest = {
+        "games_dir": str(tmp_path / "games"),
+        "n_games": {"train": 3, "valid_seen": 1, "valid_unseen": 1},
+    }
+    catalog = _catalog(tmp_path, {"alfworld.ingest": ingest})
+    pipe = create_pipeline().only_nodes_with_namespaces(["alfworld"])
+    SequentialRunner().run(pipe, catalog)
+    first = catalog.load("alfworld.expert_logs")
+    played = []
+    real = world.run_expert
+    monkeypatch.setattr(
+        world, "run_expert", lambda game, *a, **k: played.append(game["game_id"]) or real(game, *a, **k)
+    )
+    SequentialRunner().run(pipe, catalog)
+    assert played == [] and catalog.load("alfworld.expert_logs") == first
+    games = [g for g in catalog.load("alfworld.games") if g["split"] == "train"]
+    edited = Path(games[1]["path"])
+    edited.write_text(edited.read_text() + "\n")
+    SequentialRunner().run(pipe, catalog)
+    assert played == [games[1]["game_id"]]
+    assert sorted(t["game_id"] for t in catalog.load("alfworld.expert_logs")) == sorted(
+        g["game_id"] for g in games
+    )
+    played.clear()
+    changed = _catalog(tmp_path, {"alfworld.ingest": {**ingest, "expert_max_steps": 40}})
+    SequentialRunner().run(pipe, changed)
+    assert sorted(played) == sorted(g["game_id"] for g in games)
 
 
 def test_real_source_without_data_says_how_to_get_it(tmp_path, monkeypatch):

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from leap_kalm.pipelines.privilege.nodes import compute_privileged_states
+from leap_kalm.pipelines.privilege.nodes import compute_privileged_states as producer
 from tests.pipelines.conftest import LEAP, snapshot
+
+
+def compute_privileged_states(games, params):
+    """Every record the node's producer makes from scratch."""
+    return list(producer(games, params)([]))
 
 
 def test_one_privileged_state_per_train_game_in_index_order(alfworld_games, train_games):
@@ -51,4 +58,26 @@ def test_no_train_games_gives_no_states(alfworld_games):
 )
 def test_bad_parameters_are_named(alfworld_games, params, message):
     with pytest.raises(ValueError, match=message):
-        compute_privileged_states(alfworld_games, params)
+        producer(alfworld_games, params)
+
+
+def test_a_finished_state_is_reused_only_while_its_game_is_unchanged(
+    tmp_path, alfworld_games, train_games
+):
+    """A later iteration computes privileged states only for games whose files changed."""
+    import shutil
+
+    games = []
+    for game in alfworld_games:
+        folder = tmp_path / game["game_id"]
+        shutil.copytree(Path(game["path"]).parent, folder)
+        games.append({**game, "path": str(folder / Path(game["path"]).name)})
+    make = producer(games, LEAP)
+    states = list(make([]))
+    assert all(make.reusable(s) for s in states)
+    assert not make.reusable({k: v for k, v in states[0].items() if k != "game_fingerprint"})
+    assert not make.reusable({**states[0], "game_id": "not-a-train-game"})
+    changed = Path(games[0]["path"])
+    changed.write_text(changed.read_text() + "\n; edited\n")
+    again = producer(games, LEAP)
+    assert [again.reusable(s) for s in states] == [False] + [True] * (len(states) - 1)

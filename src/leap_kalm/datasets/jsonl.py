@@ -10,6 +10,12 @@ Two save modes:
   reads the partial file (dropping a torn last line), hands the records already done
   to the producer, skips any record whose ``key`` was already written, and only when
   the producer is exhausted moves the result to the final (versioned) path.
+
+  With ``reuse: true`` a finished save is a starting point too: when there is no partial
+  file, the records of the last finished save that the producer vouches for (its
+  ``reusable(record)`` predicate: same inputs, same parameters) are handed over as done,
+  so a re-run (the next LEAP iteration) computes only what changed. A producer without
+  ``reusable`` reuses nothing.
 """
 
 from __future__ import annotations
@@ -89,6 +95,9 @@ class JSONLDataset(FileDataset[Any, list[Record]]):
       filepath: data/07_model_output/{namespace}/rollouts.jsonl
       save_args: {mode: resume, key: game_id}
     ```
+
+    ``save_args.reuse: true`` (resume mode) also resumes from the last finished save,
+    keeping the records the producer's ``reusable`` predicate accepts.
     """
 
     MODES = ("overwrite", "resume")
@@ -118,15 +127,20 @@ class JSONLDataset(FileDataset[Any, list[Record]]):
         self._mode = save_args.pop("mode", "overwrite")
         self._key = save_args.pop("key", None)
         self._flush_every = int(save_args.pop("flush_every", 1))
+        self._reuse = bool(save_args.pop("reuse", False))
         if self._mode not in self.MODES:
             raise DatasetError(
                 f"JSONLDataset({filepath}): save_args.mode must be one of {self.MODES}, got {self._mode!r}"
             )
         if save_args:
             raise DatasetError(f"JSONLDataset({filepath}): unknown save_args {sorted(save_args)}")
+        if self._reuse and self._mode != "resume":
+            raise DatasetError(
+                f"JSONLDataset({filepath}): save_args.reuse needs mode: resume, got {self._mode!r}"
+            )
 
     def _describe(self) -> dict[str, Any]:
-        return {**super()._describe(), "mode": self._mode, "key": self._key}
+        return {**super()._describe(), "mode": self._mode, "key": self._key, "reuse": self._reuse}
 
     @property
     def partial_path(self) -> str:
@@ -176,8 +190,29 @@ class JSONLDataset(FileDataset[Any, list[Record]]):
         self._invalidate_cache()
 
     # -- resume mode ---------------------------------------------------------
+    def _reusable(self, data: Any) -> list[Record]:
+        """The last finished save's records that the producer ``data`` accepts again."""
+        accepts = getattr(data, "reusable", None)
+        if not (self._reuse and callable(data) and accepts is not None):
+            return []
+        try:
+            path = self._load_path()
+        except DatasetError:  # versioned, and no version yet
+            return []
+        if not self._fs.exists(path):
+            return []
+        with self._fs.open(path, "r", encoding="utf-8") as handle:
+            previous = parse_jsonl_lines(handle, path)
+        kept = [r for r in previous if accepts(r)]
+        logger.info(
+            "%s: reusing %d of the %d records of the last finished save", path, len(kept), len(previous)
+        )
+        return kept
+
     def _save_resume(self, data: Any, save_path: str) -> None:
         done = self.load_partial()
+        if not done and not self._fs.exists(self.partial_path):
+            done = self._reusable(data)
         # rewrite the partial file without a torn tail so appends start on a clean line
         with self._fs.open(self.partial_path, "w", encoding="utf-8") as handle:
             for index, record in enumerate(done):

@@ -7,11 +7,13 @@ and reaches the world only through the worlds registry.
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
 
+from leap_kalm.envs.fingerprint import game_fingerprint
 from leap_kalm.envs.registry import get_world
 from leap_kalm.pipelines.params import KalmIngestParams, TextIngestParams
 from leap_kalm.progress import track
@@ -55,7 +57,10 @@ def collect_expert_logs(
     Returns:
         A producer for a resumable ``JSONLDataset``: given the trajectories an interrupted
         run already wrote, it plays only the remaining games. Game ``i`` is seeded with
-        ``seed + i``; each record carries the ingest parameters.
+        ``seed + i``; each record carries the ingest parameters and its game's
+        fingerprint, and the producer's ``reusable`` accepts a finished log again when
+        both still match (the dataset's ``reuse: true``: the next iteration replays
+        nothing).
     """
     config = TextIngestParams.from_dict(params)
     module = get_world(world, "text")
@@ -83,13 +88,31 @@ def collect_expert_logs(
             )
         options["searches"] = config.expert_searches
 
+    ingest_params = asdict(config)
+    as_stored = json.loads(json.dumps(ingest_params))  # what a finished log reads back
+    paths: dict[str, str] = {}
+    fingerprints = {g["game_id"]: game_fingerprint(g, paths) for g in train}
+
     def produce(done: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         finished = {t["game_id"] for t in done}
         todo = [(i, g) for i, g in enumerate(train) if g["game_id"] not in finished]
         for i, game in track(todo, f"{world} expert logs"):
             record = module.run_expert(game, config.expert_max_steps, config.seed + i, **options)
-            yield {**record, "ingest_params": asdict(config)}
+            yield {
+                **record,
+                "ingest_params": ingest_params,
+                "game_fingerprint": fingerprints[game["game_id"]],
+            }
 
+    def reusable(record: dict[str, Any]) -> bool:
+        game_id = record.get("game_id")
+        return (
+            game_id in fingerprints
+            and record.get("game_fingerprint") == fingerprints[game_id]
+            and record.get("ingest_params") == as_stored
+        )
+
+    produce.reusable = reusable
     return produce
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from leap_kalm.envs.fingerprint import game_fingerprint
 from leap_kalm.envs.registry import get_world
 from leap_kalm.pipelines.params import LeapParams
 from leap_kalm.progress import track
@@ -11,7 +13,7 @@ from leap_kalm.progress import track
 
 def compute_privileged_states(
     games: list[dict[str, Any]], params: dict[str, Any]
-) -> list[dict[str, Any]]:
+) -> Callable[[list], Iterator]:
     """Privileged state (true object locations, critical receptacles, optimal plan) of every train game.
 
     Args:
@@ -19,9 +21,26 @@ def compute_privileged_states(
         params: ``LeapParams`` as a mapping.
 
     Returns:
-        One record per train game, keyed by ``game_id``.
+        A producer for a resumable ``JSONLDataset`` of one record per train game, keyed by
+        ``game_id``, each with its game's fingerprint; its ``reusable`` accepts a record
+        whose game is unchanged (the dataset's ``reuse: true``: the next iteration
+        recomputes nothing).
     """
     config = LeapParams.from_dict(params)
     world = get_world(config.env, "text")
     train = [g for g in games if g["split"] == "train"]
-    return [world.privileged_state(g) for g in track(train, f"{config.env} privileged states")]
+    paths: dict[str, str] = {}
+    fingerprints = {g["game_id"]: game_fingerprint(g, paths) for g in train}
+
+    def produce(done: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        finished = {r["game_id"] for r in done}
+        todo = [g for g in train if g["game_id"] not in finished]
+        for game in track(todo, f"{config.env} privileged states"):
+            yield {**world.privileged_state(game), "game_fingerprint": fingerprints[game["game_id"]]}
+
+    def reusable(record: dict[str, Any]) -> bool:
+        game_id = record.get("game_id")
+        return game_id in fingerprints and record.get("game_fingerprint") == fingerprints[game_id]
+
+    produce.reusable = reusable
+    return produce

@@ -66,9 +66,7 @@ def load_games(env: str, path: Path, split: str, n: int, max_steps: int) -> list
     return specs
 
 
-def one_pass(
-    models: dict, specs: list, setup: tuple, batch: int, args: argparse.Namespace
-) -> dict:
+def one_pass(models: dict, specs: list, setup: tuple, batch: int, args: argparse.Namespace) -> dict:
     label, batched, reuse, dtype, prefill, compact_after = setup
     max_steps, fmt = args.max_steps, args.prompt_format
     model, tokenizer = models[dtype]
@@ -139,6 +137,7 @@ def main() -> None:
         model, tokenizer = load_model(args.student, device="cpu", dtype=dtype)
         model.requires_grad_(False)
         models[dtype] = (model, tokenizer)
+
     def name(setup: tuple, batch: int) -> str:
         return setup[0] if len(batches) == 1 or not setup[1] else f"{setup[0]}, batch {batch}"
 

@@ -249,6 +249,41 @@ def test_trained_steps_first_trains_up_to_the_first_correction_only():
     ) == []  # fmt: skip
 
 
+def test_trained_corrections_stops_after_the_nth_correction():
+    from leap_kalm.llm.records import conversation_records_from_corrections, sft_records
+
+    trajectory, correction = _trajectory("g1", 7), _correction("g1", n=7, corrected=(1, 3, 5))
+    every = conversation_records_from_corrections([trajectory], [correction], "alfworld")
+    assert [r["loss_turns"] for r in every] == [[2, 4], [6, 8], [10, 12], [14]]
+    two = conversation_records_from_corrections(
+        [trajectory], [correction], "alfworld", max_corrections=2
+    )
+    assert two == every[:2]  # the same segments, nothing after the second correction
+    corrected = conversation_records_from_corrections(
+        [trajectory], [correction], "alfworld", "corrected", max_corrections=2
+    )
+    assert [r["loss_turns"] for r in corrected] == [[4], [8]]
+    # a trajectory with no more corrections than the cap is trained to its end
+    assert (
+        conversation_records_from_corrections(
+            [trajectory], [correction], "alfworld", max_corrections=3
+        )
+        == every
+    )
+    per_step = sft_records("leap", "alfworld", None, [trajectory], [correction], "trajectory", 2)
+    assert [r["completion"][0]["content"].split("\n")[-1] for r in per_step] == [
+        "look",
+        "go to shelf 1",
+        "look",
+        "go to shelf 3",
+    ]
+    assert (
+        len(sft_records("leap", "alfworld", None, [trajectory], [correction], "trajectory", 3)) == 7
+    )
+    with pytest.raises(ValueError, match="trained_corrections must be at least 1"):
+        sft_records("conversation", "alfworld", None, [trajectory], [correction], "trajectory", 0)
+
+
 def test_conversation_dpo_prompt_is_the_students_own_chat():
     from leap_kalm.llm.records import dpo_pairs
 

@@ -81,7 +81,9 @@ def test_a_later_run_replays_the_expert_only_where_its_game_or_parameters_change
     played = []
     real = world.run_expert
     monkeypatch.setattr(
-        world, "run_expert", lambda game, *a, **k: played.append(game["game_id"]) or real(game, *a, **k)
+        world,
+        "run_expert",
+        lambda game, *a, **k: played.append(game["game_id"]) or real(game, *a, **k),
     )
     SequentialRunner().run(pipe, catalog)
     assert played == [] and catalog.load("alfworld.expert_logs") == first

@@ -57,6 +57,11 @@ def test_parameters_are_not_mutated():
             r"leap.trained_steps must be one of \('trajectory', 'corrected', 'first'\), got 'kept'",
         ),
         (
+            LeapParams,
+            {"trained_corrections": 0},
+            r"leap.trained_corrections must be at least 1 or null, got 0",
+        ),
+        (
             TextIngestParams,
             {"source": "download"},
             "source must be 'generated' or 'real', got 'download'",

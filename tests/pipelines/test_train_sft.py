@@ -135,6 +135,23 @@ def test_iteration_1_can_train_only_the_corrected_steps_beside_a_fixed_expert_sh
     assert Counter(r["iteration"] for r in records) == {0: 3, 1: n_corrected}
 
 
+def test_trained_corrections_reaches_the_records_of_iteration_1(
+    failed_rollouts, corrections, sft_records_0
+):
+    """``leap.trained_corrections: 2``: a trajectory the teacher corrected at every step
+    trains its first two steps only (per-step format here: one record per trained step)."""
+    _, pool_0 = sft_records_0
+    every_step = [
+        {**c, "steps": [{**s, "is_corrected": True} for s in c["steps"]]} for c in corrections
+    ]
+    n_steps = sum(len(c["steps"]) for c in corrections)
+    assert all(len(c["steps"]) > 2 for c in corrections)
+    for cap, expected in ((None, n_steps), (2, 2 * len(corrections))):
+        params = {**LEAP, "trained_corrections": cap}
+        _, pool = build_sft_records([], failed_rollouts, every_step, pool_0, params, 1)
+        assert sum(r["iteration"] == 1 for r in pool) == expected
+
+
 def test_retraining_from_the_base_model_keeps_every_expert_step(
     failed_rollouts, corrections, sft_records_0
 ):

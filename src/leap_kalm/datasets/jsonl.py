@@ -205,7 +205,10 @@ class JSONLDataset(FileDataset[Any, list[Record]]):
             previous = parse_jsonl_lines(handle, path)
         kept = [r for r in previous if accepts(r)]
         logger.info(
-            "%s: reusing %d of the %d records of the last finished save", path, len(kept), len(previous)
+            "%s: reusing %d of the %d records of the last finished save",
+            path,
+            len(kept),
+            len(previous),
         )
         return kept
 

@@ -54,6 +54,10 @@ class LeapParams(ConfigMixin):
             teacher's answer where it kept the student's action and where it corrected
             it), ``corrected`` (only the corrected steps; the kept ones are context) or
             ``first`` (the steps up to and including the first correction).
+        trained_corrections: SFT trains a corrected trajectory up to and including its
+            N-th correction, nothing after it (``null``: to its end). With whole-episode
+            chats every correction is a segment that re-encodes the trajectory so far, so
+            a rollout corrected at nearly every step costs tokens quadratic in its length.
         dpo_contrast_ratio: ``train_method: dpo`` only: besides one pair per corrected
             step, for each action the corrections chose ``n`` times, ``n`` x this many
             pairs that prefer the student's approved step over that action where it was a
@@ -89,6 +93,7 @@ class LeapParams(ConfigMixin):
     dagger_actions_per_iteration: int | None = None
     dagger_expert_actions: int | None = None
     trained_steps: str = "trajectory"
+    trained_corrections: int | None = None
     dpo_contrast_ratio: float = 0.0
     start_from: str = "previous"
     seed: int = 0
@@ -128,6 +133,10 @@ class LeapParams(ConfigMixin):
         if self.trained_steps not in TRAINED_STEPS:
             raise ValueError(
                 f"leap.trained_steps must be one of {TRAINED_STEPS}, got {self.trained_steps!r}"
+            )
+        if self.trained_corrections is not None and self.trained_corrections < 1:
+            raise ValueError(
+                f"leap.trained_corrections must be at least 1 or null, got {self.trained_corrections!r}"
             )
         if self.start_from not in START_FROM:
             raise ValueError(

@@ -36,7 +36,10 @@ def compute_privileged_states(
         finished = {r["game_id"] for r in done}
         todo = [g for g in train if g["game_id"] not in finished]
         for game in track(todo, f"{config.env} privileged states"):
-            yield {**world.privileged_state(game), "game_fingerprint": fingerprints[game["game_id"]]}
+            yield {
+                **world.privileged_state(game),
+                "game_fingerprint": fingerprints[game["game_id"]],
+            }
 
     def reusable(record: dict[str, Any]) -> bool:
         game_id = record.get("game_id")

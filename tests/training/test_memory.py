@@ -63,7 +63,7 @@ def _fire(callback) -> None:
     callback.on_train_end(None, None, None)
 
 
-def _train_three_steps(model_dir, out, freed_memory: str) -> None:
+def _train_three_steps(model_dir, out, freed_memory: str, ceiling_gb=None) -> None:
     model, tokenizer = load_model(model_dir)
     params = SFTParams.from_dict(
         {
@@ -72,6 +72,7 @@ def _train_three_steps(model_dir, out, freed_memory: str) -> None:
             "per_device_train_batch_size": 2,
             "lora": {"r": 0},
             "freed_memory": freed_memory,
+            "freed_memory_ceiling_gb": ceiling_gb,
         }
     )
     train_sft(model, tokenizer, RECORDS, params, str(out))
@@ -183,9 +184,11 @@ def test_the_policy_does_not_change_where_a_job_resumes(tiny_model_dir, tmp_path
     base = {"checkpoint_steps": 2, "checkpoint_dir": str(tmp_path)}
     keep = SFTParams.from_dict({**base, "freed_memory": "keep"})
     release = SFTParams.from_dict({**base, "freed_memory": "release"})
+    ceiling = SFTParams.from_dict({**base, "freed_memory_ceiling_gb": 8.0})
     other = SFTParams.from_dict({**base, "learning_rate": 1e-3})
-    dirs = [checkpoint_job_dir(p, model, RECORDS, "sft") for p in (keep, release, other)]
-    assert dirs[0] == dirs[1] != dirs[2]
+    settings = (keep, release, ceiling, other)
+    dirs = [checkpoint_job_dir(p, model, RECORDS, "sft") for p in settings]
+    assert dirs[0] == dirs[1] == dirs[2] != dirs[3]
 
 
 def _capacity_after_import(env: dict) -> str:
@@ -213,3 +216,42 @@ def test_importing_the_project_bounds_onednns_primitive_cache():
 
 def test_a_capacity_already_in_the_environment_wins():
     assert _capacity_after_import({"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"}) == "1024"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc/self/statm is Linux's")
+def test_resident_size_is_read_and_follows_an_allocation():
+    before = memory.resident_gb()
+    block = bytearray(300 * 1000 * 1000)
+    block[::4096] = b"x" * len(block[::4096])  # touch every page
+    after = memory.resident_gb()
+    del block
+    assert before is not None and 0 < before < after
+    assert after - before > 0.25
+
+
+def test_the_ceiling_releases_only_after_a_step_above_it(monkeypatch, fake_trim):
+    resident = [5.0]
+    monkeypatch.setattr(memory, "resident_gb", lambda: resident[0])
+    (callback,) = memory.memory_release_callbacks("keep", ceiling_gb=8.0)
+    callback.on_step_end(None, None, None)
+    assert fake_trim.calls == []
+    resident[0] = 9.5
+    callback.on_step_end(None, None, None)
+    assert fake_trim.calls == [0] and callback.releases == 1
+    monkeypatch.setattr(memory, "resident_gb", lambda: None)  # a system that does not say
+    callback.on_step_end(None, None, None)
+    assert fake_trim.calls == [0]
+    assert memory.memory_release_callbacks("keep", ceiling_gb=None) == []
+    with pytest.raises(ValueError, match="freed_memory_ceiling_gb must be >= 0"):
+        memory.memory_release_callbacks("keep", ceiling_gb=-1)
+    with pytest.raises(ValueError, match="freed_memory_ceiling_gb must be >= 0"):
+        SFTParams.from_dict({"freed_memory_ceiling_gb": -0.5})
+
+
+def test_sft_under_a_zero_ceiling_releases_after_every_step(
+    tiny_model_dir, tmp_path, fake_trim, fake_mallopt
+):
+    _train_three_steps(tiny_model_dir, tmp_path / "out", "keep", ceiling_gb=0.0)
+    assert fake_mallopt.calls == KEEP + DEFAULTS  # still keeping between the releases
+    # 3 optimiser steps (each above 0 GB) + the policy's end + after the trainer is dropped
+    assert len(fake_trim.calls) == 5

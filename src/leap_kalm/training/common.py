@@ -53,6 +53,9 @@ class TrainParams(ConfigMixin):
     # release: back after every step (training.memory; SFT steps 1.19-1.45x faster with
     # keep on 2 cores, peak RSS +0.1-0.2 GB: benchmarks/results/cpu_allocator_*.md)
     freed_memory: str = "keep"
+    # with keep: after an optimiser step that leaves the resident size above this many GB,
+    # the heap's free memory goes back to the OS once (null: never before the end)
+    freed_memory_ceiling_gb: float | None = None
     lora: LoraParams = field(default_factory=LoraParams)
     # > 0: a checkpoint every N optimiser steps, under <checkpoint_dir>/<method>-<hash of
     # the job>; the same job after a crash resumes from the newest (checkpoint_job_dir)
@@ -61,6 +64,10 @@ class TrainParams(ConfigMixin):
 
     def __post_init__(self) -> None:
         check_freed_memory(self.freed_memory)
+        if self.freed_memory_ceiling_gb is not None and self.freed_memory_ceiling_gb < 0:
+            raise ValueError(
+                f"freed_memory_ceiling_gb must be >= 0 or null, got {self.freed_memory_ceiling_gb}"
+            )
 
 
 def use_bf16(params: Any, on_gpu: bool) -> bool:
@@ -77,7 +84,7 @@ def use_bf16(params: Any, on_gpu: bool) -> bool:
 
 
 # settings that change how a job runs, not what it computes: a job resumes across them
-RESULT_NEUTRAL = ("freed_memory",)
+RESULT_NEUTRAL = ("freed_memory", "freed_memory_ceiling_gb")
 
 
 def checkpoint_job_dir(params: Any, model: Any, rows: list[Any], method: str) -> str | None:
@@ -250,7 +257,7 @@ def fit_and_save(
         peft_config=lora_config(params, model),
         callbacks=[
             *trainer_callbacks(trainer_class.__name__),
-            *memory_release_callbacks(params.freed_memory),
+            *memory_release_callbacks(params.freed_memory, params.freed_memory_ceiling_gb),
         ],
     )
     resume = last_checkpoint(args)

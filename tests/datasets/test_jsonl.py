@@ -216,3 +216,17 @@ def test_reuse_needs_the_producers_consent_and_a_finished_save(tmp_path):
     )
     assert len(calls) == len(RECORDS)
     assert JSONLDataset(filepath=path).load() == RECORDS
+
+
+def test_a_damaged_finished_file_is_computed_again_not_reused(tmp_path, caplog):
+    path = tmp_path / "logs.jsonl"
+    path.write_text(json.dumps(RECORDS[0]) + "\n{not json\n" + json.dumps(RECORDS[1]) + "\n")
+    calls = []
+    ds = JSONLDataset(
+        filepath=str(path), save_args={"mode": "resume", "key": "game_id", "reuse": True}
+    )
+    with caplog.at_level("WARNING"):
+        ds.save(_counting_producer(RECORDS, calls, lambda r: True))
+    assert calls == [r["game_id"] for r in RECORDS]
+    assert "line 2: malformed JSON" in caplog.text and "computed again" in caplog.text
+    assert JSONLDataset(filepath=str(path)).load() == RECORDS

@@ -201,8 +201,12 @@ class JSONLDataset(FileDataset[Any, list[Record]]):
             return []
         if not self._fs.exists(path):
             return []
-        with self._fs.open(path, "r", encoding="utf-8") as handle:
-            previous = parse_jsonl_lines(handle, path)
+        try:
+            with self._fs.open(path, "r", encoding="utf-8") as handle:
+                previous = parse_jsonl_lines(handle, path)
+        except DatasetError as exc:  # a damaged finished file: computed again, then replaced
+            logger.warning("%s; reusing none of it, every record is computed again", exc)
+            return []
         kept = [r for r in previous if accepts(r)]
         logger.info(
             "%s: reusing %d of the %d records of the last finished save",

@@ -97,3 +97,24 @@ def test_grounding_without_a_spec_or_with_records_too_long_is_named(tiny_model_d
     params = GroundingParams.from_dict({"max_length": 8, "spec": SPEC, "lora": {"r": 0}})
     with pytest.raises(ValueError, match=r"grounding records are longer than max_length=8"):
         train_grounding(lm, tokenizer, _records(), params, str(tmp_path / "b"))
+
+
+def test_grounding_releases_freed_memory_above_its_ceiling(tiny_model_dir, tmp_path, monkeypatch):
+    """``freed_memory_ceiling_gb`` reaches the grounding trainer as it reaches SFT and DPO:
+    at a ceiling of 0 GB every optimiser step gives the heap's free memory back."""
+    from leap_kalm.training import memory
+
+    trims = []
+    monkeypatch.setattr(memory, "release_freed_memory", lambda: trims.append(1) or True)
+    lm, tokenizer = load_model(tiny_model_dir, trainable=True)
+    params = GroundingParams.from_dict(
+        {
+            "max_steps": 2,
+            "per_device_train_batch_size": 4,
+            "lora": {"r": 0},
+            "spec": SPEC,
+            "freed_memory_ceiling_gb": 0.0,
+        }
+    )
+    train_grounding(lm, tokenizer, _records(), params, str(tmp_path / "out"))
+    assert len(trims) == 3  # one per optimiser step, and the keep policy's own at the end

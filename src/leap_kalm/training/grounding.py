@@ -163,7 +163,10 @@ def train_grounding(
         args=args,
         train_dataset=rows,
         data_collator=lambda batch: collate_grounding(batch, pad_id, spec),
-        callbacks=[*trainer_callbacks("grounding"), *memory_release_callbacks(params.freed_memory)],
+        callbacks=[
+            *trainer_callbacks("grounding"),
+            *memory_release_callbacks(params.freed_memory, params.freed_memory_ceiling_gb),
+        ],
     )
     if is_sharded(trainer):
         raise NotImplementedError(

@@ -81,3 +81,30 @@ def test_a_finished_state_is_reused_only_while_its_game_is_unchanged(
     changed.write_text(changed.read_text() + "\n; edited\n")
     again = producer(games, LEAP)
     assert [again.reusable(s) for s in states] == [False] + [True] * (len(states) - 1)
+
+
+def test_a_games_fingerprint_follows_its_content_not_its_location(tmp_path, alfworld_games):
+    """Two copies of the same game in different folders fingerprint alike (a project moved
+    or copied keeps its reuse and writes the same records); an edit changes it."""
+    import shutil
+
+    from leap_kalm.envs.fingerprint import game_fingerprint
+
+    game = alfworld_games[0]
+    copies = []
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        shutil.copytree(Path(game["path"]).parent, folder)
+        copies.append({**game, "path": str(folder / Path(game["path"]).name)})
+    assert game_fingerprint(copies[0]) == game_fingerprint(copies[1]) == game_fingerprint(game)
+    assert game_fingerprint({**copies[0], "split": "valid_seen"}) != game_fingerprint(copies[0])
+    edited = Path(copies[1]["path"])
+    edited.write_text(edited.read_text() + "\n")
+    assert game_fingerprint(copies[1]) != game_fingerprint(copies[0])
+    shop = tmp_path / "shop"
+    shop.mkdir()
+    (shop / "items.json").write_text("[]")
+    other = tmp_path / "shop2"
+    shutil.copytree(shop, other)
+    entry = {"game_id": "w-1", "catalog": str(shop)}
+    assert game_fingerprint(entry) == game_fingerprint({**entry, "catalog": str(other)})

@@ -2,7 +2,7 @@
 they still hold.
 
 The expert's log and the teacher's privileged state of a game depend only on the game
-(its index entry and the files it names) and on the ingest parameters. Every LEAP
+(its index entry and the content of the files it names) and on the ingest parameters. Every LEAP
 iteration runs ``ingest`` and ``privilege`` again on the same games; with their datasets'
 ``reuse: true`` (``leap_kalm.datasets.jsonl``) a record whose fingerprint still matches
 is kept instead of replayed (ALFWorld learn profile: 200 expert games and privileged
@@ -20,15 +20,22 @@ from typing import Any
 CONTENT_HASH_LIMIT = 16 * 1024 * 1024
 
 
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    if size > CONTENT_HASH_LIMIT:
+        return f"file:{size}:{mtime_ns}"
+    with open(path, "rb") as handle:
+        return "sha1:" + hashlib.sha1(handle.read(), usedforsecurity=False).hexdigest()
+
+
 def _path_digest(path: str) -> str:
+    """A file by its content (by size and mtime above ``CONTENT_HASH_LIMIT``); a folder by
+    the names and digests of the files directly in it. Never by where it is, so that two
+    copies of a project fingerprint the same games alike."""
     if os.path.isfile(path):
         stat = os.stat(path)
-        if stat.st_size > CONTENT_HASH_LIMIT:
-            return f"file:{stat.st_size}:{stat.st_mtime_ns}"
-        with open(path, "rb") as handle:
-            return "sha1:" + hashlib.sha1(handle.read(), usedforsecurity=False).hexdigest()
+        return _file_digest(path, stat.st_size, stat.st_mtime_ns)
     listing = sorted(
-        (entry.name, entry.stat().st_size, entry.stat().st_mtime_ns)
+        (entry.name, _file_digest(entry.path, entry.stat().st_size, entry.stat().st_mtime_ns))
         for entry in os.scandir(path)
         if entry.is_file()
     )
@@ -36,19 +43,23 @@ def _path_digest(path: str) -> str:
 
 
 def game_fingerprint(game: dict[str, Any], cache: dict[str, str] | None = None) -> str:
-    """A digest of a games-index entry and of every file or folder it names (a file by its
-    content, a folder by its files' names, sizes and modification times).
+    """A digest of a games-index entry: its fields, with every file or folder it names
+    replaced by that file's or folder's digest (so the fingerprint does not depend on where
+    the project lies).
 
     Args:
         game: One entry of the games index (``game_id``, ``split``, ``path`` or ``catalog``...).
         cache: Digests of paths already seen (a folder shared by many games is read once).
     """
     cache = {} if cache is None else cache
-    parts = [json.dumps(game, sort_keys=True)]
+    fields: dict[str, Any] = {}
     for key in sorted(game):
         value = game[key]
         if isinstance(value, str) and value and os.path.exists(value):
             if value not in cache:
                 cache[value] = _path_digest(value)
-            parts.append(f"{key}={cache[value]}")
-    return hashlib.sha1("\n".join(parts).encode(), usedforsecurity=False).hexdigest()
+            fields[key] = {"digest": cache[value]}
+        else:
+            fields[key] = value
+    text = json.dumps(fields, sort_keys=True)
+    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable, Sequence
 from typing import Any
 
 # files up to this size are hashed by content; larger ones (a real catalog) by size and mtime
@@ -63,3 +64,24 @@ def game_fingerprint(game: dict[str, Any], cache: dict[str, str] | None = None) 
             fields[key] = value
     text = json.dumps(fields, sort_keys=True)
     return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
+
+
+def unchanged_games(
+    games: Sequence[dict[str, Any]], **expected: Any
+) -> tuple[dict[str, str], Callable[[dict[str, Any]], bool]]:
+    """The fingerprints of ``games`` by ``game_id``, and the ``reusable`` predicate of a
+    producer whose records carry ``game_fingerprint``: a finished record is accepted again
+    when its game is one of ``games``, unchanged, and each field in ``expected`` (e.g. the
+    ingest parameters, as they read back from JSON) still holds the same value."""
+    paths: dict[str, str] = {}
+    fingerprints = {g["game_id"]: game_fingerprint(g, paths) for g in games}
+
+    def reusable(record: dict[str, Any]) -> bool:
+        game_id = record.get("game_id")
+        return (
+            game_id in fingerprints
+            and record.get("game_fingerprint") == fingerprints[game_id]
+            and all(record.get(k) == v for k, v in expected.items())
+        )
+
+    return fingerprints, reusable

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
 
-from leap_kalm.envs.fingerprint import game_fingerprint
+from leap_kalm.envs.fingerprint import unchanged_games
 from leap_kalm.envs.registry import get_world
 from leap_kalm.pipelines.params import KalmIngestParams, TextIngestParams
 from leap_kalm.progress import track
@@ -90,8 +90,7 @@ def collect_expert_logs(
 
     ingest_params = asdict(config)
     as_stored = json.loads(json.dumps(ingest_params))  # what a finished log reads back
-    paths: dict[str, str] = {}
-    fingerprints = {g["game_id"]: game_fingerprint(g, paths) for g in train}
+    fingerprints, reusable = unchanged_games(train, ingest_params=as_stored)
 
     def produce(done: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         finished = {t["game_id"] for t in done}
@@ -103,14 +102,6 @@ def collect_expert_logs(
                 "ingest_params": ingest_params,
                 "game_fingerprint": fingerprints[game["game_id"]],
             }
-
-    def reusable(record: dict[str, Any]) -> bool:
-        game_id = record.get("game_id")
-        return (
-            game_id in fingerprints
-            and record.get("game_fingerprint") == fingerprints[game_id]
-            and record.get("ingest_params") == as_stored
-        )
 
     produce.reusable = reusable
     return produce

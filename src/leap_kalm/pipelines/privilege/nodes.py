@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from leap_kalm.envs.fingerprint import game_fingerprint
+from leap_kalm.envs.fingerprint import unchanged_games
 from leap_kalm.envs.registry import get_world
 from leap_kalm.pipelines.params import LeapParams
 from leap_kalm.progress import track
@@ -29,8 +29,7 @@ def compute_privileged_states(
     config = LeapParams.from_dict(params)
     world = get_world(config.env, "text")
     train = [g for g in games if g["split"] == "train"]
-    paths: dict[str, str] = {}
-    fingerprints = {g["game_id"]: game_fingerprint(g, paths) for g in train}
+    fingerprints, reusable = unchanged_games(train)
 
     def produce(done: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         finished = {r["game_id"] for r in done}
@@ -40,10 +39,6 @@ def compute_privileged_states(
                 **world.privileged_state(game),
                 "game_fingerprint": fingerprints[game["game_id"]],
             }
-
-    def reusable(record: dict[str, Any]) -> bool:
-        game_id = record.get("game_id")
-        return game_id in fingerprints and record.get("game_fingerprint") == fingerprints[game_id]
 
     produce.reusable = reusable
     return produce

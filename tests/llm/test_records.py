@@ -357,3 +357,65 @@ def test_contrast_pairs_skip_steps_where_the_student_already_took_the_action():
     won = _won("g2")
     won["steps"][1]["action"] = "go to shelf 1"  # the approved step took the preferred action
     assert contrast_pairs_from_kept_steps([_trajectory("g1"), won], [_correction("g1")], "alfworld") == []  # fmt: skip
+
+
+# -- corrections as one chat with branches -------------------------------------------
+def _branches(record):
+    return [(b["turn"], b["message"]["content"]) for b in record["branches"]]
+
+
+def test_branches_train_what_the_segments_train_from_one_chat():
+    from leap_kalm.llm.records import conversation_records_from_corrections, supervised_actions
+
+    trajectory, correction = _trajectory("g1", 5), _correction("g1", n=5, corrected=(1, 3))
+    segments = conversation_records_from_corrections([trajectory], [correction], "alfworld")
+    (record,) = conversation_records_from_corrections(
+        [trajectory], [correction], "alfworld", packing="branches"
+    )
+    # the chat is the trajectory as lived: the last segment's chat, the student's own
+    # answers at the corrected steps
+    assert record["messages"] == segments[-1]["messages"]
+    assert record["loss_turns"] == [2, 6, 10]  # the kept steps
+    assert _branches(record) == [
+        (4, "REASON:\nbetter 1\nACTION:\ngo to shelf 1"),
+        (8, "REASON:\nbetter 3\nACTION:\ngo to shelf 3"),
+    ]
+    # each branch replaces exactly the answer the segment ending there trains
+    for turn, content in _branches(record):
+        (segment,) = [s for s in segments if s["loss_turns"][-1] == turn]
+        assert segment["messages"][turn]["content"] == content
+        assert segment["messages"][:turn] == record["messages"][:turn]
+    assert supervised_actions(record) == sum(map(supervised_actions, segments)) == 5
+
+
+def test_branches_follow_trained_steps_and_the_correction_cap():
+    from leap_kalm.llm.records import conversation_records_from_corrections
+
+    trajectory, correction = _trajectory("g1", 7), _correction("g1", n=7, corrected=(1, 3, 5))
+
+    def packed(*args, **kwargs):
+        (record,) = conversation_records_from_corrections(
+            [trajectory], [correction], "alfworld", *args, packing="branches", **kwargs
+        )
+        return record["loss_turns"], [turn for turn, _ in _branches(record)], record
+
+    loss, branches, record = packed("corrected")
+    assert (loss, branches) == ([], [4, 8, 12]) and len(_answers(record["messages"])) == 6
+    loss, branches, record = packed("first")
+    assert (loss, branches) == ([2], [4]) and len(_answers(record["messages"])) == 2
+    loss, branches, record = packed(max_corrections=2)
+    assert (loss, branches) == ([2, 6], [4, 8]) and len(_answers(record["messages"])) == 4
+    loss, branches, _ = packed("corrected", max_corrections=2)
+    assert (loss, branches) == ([], [4, 8])
+    kept = _correction("g2", n=3, corrected=())
+    assert conversation_records_from_corrections(
+        [_trajectory("g2", 3)], [kept], "alfworld", "corrected", packing="branches"
+    ) == []  # fmt: skip
+    (whole,) = conversation_records_from_corrections(
+        [_trajectory("g2", 3)], [kept], "alfworld", packing="branches"
+    )
+    assert whole["loss_turns"] == [2, 4, 6] and whole["branches"] == []
+    with pytest.raises(ValueError, match="correction_packing must be one of"):
+        conversation_records_from_corrections(
+            [trajectory], [correction], "alfworld", packing="tree"
+        )

@@ -152,6 +152,29 @@ def test_trained_corrections_reaches_the_records_of_iteration_1(
         assert sum(r["iteration"] == 1 for r in pool) == expected
 
 
+def test_correction_packing_branches_makes_one_record_per_corrected_trajectory(
+    failed_rollouts, corrections, sft_records_0
+):
+    from leap_kalm.llm.records import supervised_actions
+
+    _, pool_0 = sft_records_0
+    params = {**LEAP, "prompt_format": "conversation", "trained_steps": "corrected"}
+    n_corrected = sum(s["is_corrected"] for c in corrections for s in c["steps"])
+    corrected_games = sum(any(s["is_corrected"] for s in c["steps"]) for c in corrections)
+    for packing, n_records in (("segments", n_corrected), ("branches", corrected_games)):
+        _, pool = build_sft_records(
+            [], failed_rollouts, corrections, pool_0, {**params, "correction_packing": packing}, 1
+        )
+        new = [r for r in pool if r["iteration"] == 1]
+        assert len(new) == n_records
+        assert sum(map(supervised_actions, new)) == n_corrected
+    assert all(r["loss_turns"] == [] and r["branches"] for r in new)
+    with pytest.raises(ValueError, match="leap.correction_packing must be one of"):
+        build_sft_records(
+            [], failed_rollouts, corrections, pool_0, {**params, "correction_packing": "x"}, 1
+        )
+
+
 def test_retraining_from_the_base_model_keeps_every_expert_step(
     failed_rollouts, corrections, sft_records_0
 ):

@@ -152,3 +152,122 @@ def test_sft_trains_on_conversation_records(tiny_model_dir, tmp_path):
     ref = train_sft(model, tokenizer, records, params, str(tmp_path / "out"))
     assert ref.kind == "model" and ref.meta["train/train_loss"] > 0
     assert any(not torch.equal(before[k], v) for k, v in _snapshot(model).items())
+
+
+def _corrected_chat():
+    from leap_kalm.llm.records import conversation_records_from_corrections
+
+    steps = [
+        {
+            "observation": f"obs {t}",
+            "candidate_actions": ["look"],
+            "reason": f"r{t}",
+            "action": "look",
+        }
+        for t in range(5)
+    ]
+    trajectory = {"game_id": "g", "task": "find a mug", "steps": steps}
+    correction = {
+        "game_id": "g",
+        "steps": [
+            {
+                "original_reason": f"r{t}",
+                "original_action": "look",
+                "corrected_reason": f"go where mugs are {t}",
+                "corrected_action": f"go to shelf {t}" if t in (1, 3) else "look",
+                "is_corrected": t in (1, 3),
+            }
+            for t in range(5)
+        ],
+    }
+
+    def records(packing):
+        return conversation_records_from_corrections(
+            [trajectory], [correction], "alfworld", packing=packing
+        )
+
+    return records("segments"), records("branches")
+
+
+def _trained_nll(model, batch):
+    """Summed NLL of the labelled tokens and their number (next-token shift)."""
+    import torch
+
+    with torch.no_grad():
+        logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+    labels = batch["labels"][:, 1:]
+    logp = torch.log_softmax(logits[:, :-1].float(), -1)
+    picked = logp.gather(-1, labels.clamp(min=0)[..., None])[..., 0]
+    keep = labels != -100
+    return -(picked * keep).sum(), int(keep.sum())
+
+
+def test_branches_give_the_segments_losses_in_one_row(tiny_model_dir):
+    """One row with a 4-D mask scores every trained answer as its own segment does."""
+    import torch
+
+    from leap_kalm.training.sft import BranchCollator, tokenize_branched, tokenize_conversation
+
+    model, tokenizer = load_model(tiny_model_dir)
+    model.eval()
+    segments, (packed,) = _corrected_chat()
+    nll, count = torch.tensor(0.0), 0
+    for segment in segments:
+        row = tokenize_conversation(tokenizer, segment["messages"], segment["loss_turns"])
+        ids = torch.tensor([row["input_ids"]])
+        labels = torch.where(torch.tensor([row["assistant_masks"]]) == 1, ids, -100)
+        part, n = _trained_nll(model, {"input_ids": ids, "labels": labels})
+        nll, count = nll + part, count + n
+    row = tokenize_branched(tokenizer, packed["messages"], packed["loss_turns"], packed["branches"])
+    assert len(row["branch_starts"]) == 2 and len(row["input_ids"]) < sum(
+        len(tokenize_conversation(tokenizer, s["messages"], s["loss_turns"])["input_ids"])
+        for s in segments
+    )
+    collator = BranchCollator(tokenizer.pad_token_id)
+    batch = collator([row])
+    assert batch["attention_mask"].shape == (1, 1, len(row["input_ids"]), len(row["input_ids"]))
+    packed_nll, packed_count = _trained_nll(model, batch)
+    assert packed_count == count
+    assert torch.allclose(packed_nll, nll, rtol=1e-4)
+    # a second, shorter row pads without changing the first row's losses
+    short = tokenize_branched(tokenizer, segments[0]["messages"], segments[0]["loss_turns"])
+    padded = collator([row, short])
+    assert padded["attention_mask"].shape[0] == 2
+    both, both_count = _trained_nll(model, padded)
+    assert collator([short])["attention_mask"].dim() == 2  # no branches: the causal path
+    alone, alone_count = _trained_nll(model, collator([short]))
+    assert both_count == packed_count + alone_count
+    assert torch.allclose(both, packed_nll + alone, rtol=1e-4)
+
+
+def test_branched_rows_are_cut_to_max_length_branch_by_branch(tiny_model_dir):
+    from leap_kalm.training.sft import tokenize_branched
+
+    _, tokenizer = load_model(tiny_model_dir)
+    _, (packed,) = _corrected_chat()
+    args = (tokenizer, packed["messages"], packed["loss_turns"], packed["branches"])
+    full = tokenize_branched(*args)
+    chat = full["branch_starts"][0]
+    one = tokenize_branched(*args, max_length=full["branch_starts"][1])
+    assert one["branch_starts"] == full["branch_starts"][:1]
+    assert one["input_ids"] == full["input_ids"][: full["branch_starts"][1]]
+    cut = tokenize_branched(*args, max_length=chat - 5)
+    assert len(cut["input_ids"]) == chat - 5 and cut["branch_starts"] == []
+    assert len(cut["labels"]) == len(cut["position_ids"]) == chat - 5
+    bad = [{"turn": 1, "message": {"role": "assistant", "content": "x"}}]
+    with pytest.raises(ValueError, match="branch at turn 1 does not replace an assistant turn"):
+        tokenize_branched(tokenizer, packed["messages"], [], bad)
+
+
+def test_sft_trains_on_records_with_branches(tiny_model_dir, tmp_path):
+    import torch
+
+    model, tokenizer = load_model(tiny_model_dir)
+    before = _snapshot(model)
+    _, packed = _corrected_chat()
+    params = SFTParams.from_dict(
+        {"max_steps": 1, "learning_rate": 1e-2, "per_device_train_batch_size": 2, "lora": {"r": 0}}
+    )
+    ref = train_sft(model, tokenizer, packed * 2, params, str(tmp_path / "out"))
+    assert ref.kind == "model" and ref.meta["train/train_loss"] > 0
+    assert any(not torch.equal(before[k], v) for k, v in _snapshot(model).items())

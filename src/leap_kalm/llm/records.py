@@ -92,9 +92,21 @@ def _checked_pairs(
 TRAINED_STEPS = ("trajectory", "corrected", "first")
 
 
-def _check_trained_steps(trained_steps: str, max_corrections: int | None = None) -> None:
+# how a corrected trajectory's chat records are laid out (conversation formats):
+# ``segments`` (one chat per correction, each re-encoding the trajectory up to it) or
+# ``branches`` (one chat per trajectory; each corrected answer a branch off its prefix)
+CORRECTION_PACKINGS = ("segments", "branches")
+
+
+def _check_trained_steps(
+    trained_steps: str, max_corrections: int | None = None, packing: str = "segments"
+) -> None:
     if trained_steps not in TRAINED_STEPS:
         raise ValueError(f"trained_steps must be one of {TRAINED_STEPS}, got {trained_steps!r}")
+    if packing not in CORRECTION_PACKINGS:
+        raise ValueError(
+            f"correction_packing must be one of {CORRECTION_PACKINGS}, got {packing!r}"
+        )
     if max_corrections is not None and max_corrections < 1:
         raise ValueError(f"trained_corrections must be at least 1 or null, got {max_corrections}")
 
@@ -281,6 +293,7 @@ def conversation_records_from_corrections(
     trained_steps: str = "trajectory",
     prompt_format: str = "conversation",
     max_corrections: int | None = None,
+    packing: str = "segments",
 ) -> list[dict[str, Any]]:
     """The teacher's answers as chats that stay true to what the student observed.
 
@@ -300,8 +313,11 @@ def conversation_records_from_corrections(
     at nearly every later step costs a quadratic number of tokens: on the learn
     profile's iteration 1 (30 corrected rollouts of 20 steps), 281 tokens per supervised
     action with every segment, 124 with the first three (481 of the 600 actions).
+
+    ``packing: branches`` trains the same answers in the same contexts from one record per
+    trajectory (:func:`_branch_record`), so a correction costs its own tokens only.
     """
-    _check_trained_steps(trained_steps, max_corrections)
+    _check_trained_steps(trained_steps, max_corrections, packing)
     options = conversation_options(prompt_format)
     by_id = {t["game_id"]: t for t in trajectories}
     records: list[dict[str, Any]] = []
@@ -315,6 +331,13 @@ def conversation_records_from_corrections(
         ]
         ends = [t for t, s in enumerate(steps) if s["is_corrected"]]
         cut = _last_trained(steps, max_corrections)
+        if packing == "branches":
+            trained = ends[:1] if trained_steps == "first" else ends
+            trained = [t for t in trained if cut is None or t <= cut]
+            layout = (teacher, context, trained, cut)
+            record = _branch_record(env, trajectory, *layout, trained_steps, options)
+            records.extend([record] if record else [])
+            continue
         if trained_steps == "first":
             ends = ends[:1]
         elif cut is not None:
@@ -337,6 +360,54 @@ def conversation_records_from_corrections(
     return records
 
 
+def _branch_record(
+    env: str,
+    trajectory: dict[str, Any],
+    teacher: Sequence[tuple[str, str]],
+    context: Sequence[tuple[str, str]],
+    corrected: Sequence[int],
+    cut: int | None,
+    trained_steps: str,
+    options: dict[str, Any],
+) -> dict[str, Any] | None:
+    """One corrected trajectory as one record with branches (``corrected``: the trained
+    corrected steps; ``cut``: the last step trained, ``None`` for none).
+
+    The chat is the trajectory as the student lived it (the teacher's answer where it kept
+    the student's action, the student's own where it corrected it: a segment's context).
+    The kept steps that are trained are ``loss_turns``; each trained correction is a
+    ``branches`` entry ``{turn, message}``: the teacher's answer in place of assistant turn
+    ``turn``, seeing only the chat before that turn. So it trains what the segments train
+    (each answer once, in the same context) for the tokens of one trajectory plus the
+    corrections. ``None`` when nothing is trained (no correction, with ``corrected`` or
+    ``first``).
+    """
+    steps = trajectory["steps"]
+    if trained_steps == "trajectory":
+        last = cut if cut is not None else len(steps) - 1
+    elif corrected:
+        last = corrected[-1]
+    else:
+        return None
+    kept: list[int] = []
+    if trained_steps == "trajectory":
+        kept = [t for t in range(last + 1) if t not in corrected]
+    elif trained_steps == "first":
+        kept = list(range(corrected[0]))
+    lived = _with_answers(steps[: last + 1], context[: last + 1])
+    taught = _with_answers(steps[: last + 1], teacher[: last + 1])
+    messages = build_conversation(env, trajectory["task"], lived, **options)
+    teacher_messages = build_conversation(env, trajectory["task"], taught, **options)
+    return {
+        "messages": messages,
+        "loss_turns": [2 * t + 2 for t in kept],
+        "branches": [
+            {"turn": 2 * t + 2, "message": teacher_messages[2 * t + 2]} for t in corrected
+        ],
+        "game_id": trajectory["game_id"],
+    }
+
+
 def split_by_trajectory(
     records: Sequence[dict[str, Any]], val_fraction: float = 0.15, seed: int = 0
 ) -> tuple[list, list]:
@@ -354,9 +425,9 @@ def split_by_trajectory(
 
 
 def supervised_actions(record: dict[str, Any]) -> int:
-    """How many actions a record trains: its ``loss_turns`` (a whole-episode chat), else 1
-    (a per-step record)."""
-    return len(record.get("loss_turns") or ()) or 1
+    """How many actions a record trains: its ``loss_turns`` and ``branches`` (a
+    whole-episode chat), else 1 (a per-step record)."""
+    return len(record.get("loss_turns") or ()) + len(record.get("branches") or ()) or 1
 
 
 def aggregate_dagger(
@@ -440,17 +511,21 @@ def sft_records(
     corrections: Sequence[dict[str, Any]] | None = None,
     trained_steps: str = "trajectory",
     max_corrections: int | None = None,
+    packing: str = "segments",
 ) -> list[dict[str, Any]]:
     """SFT records in ``prompt_format``: from annotated trajectories (``corrections`` is
     ``None``: behaviour cloning) or from the teacher's corrections of them (every step of
     a corrected trajectory, or with ``trained_steps: corrected`` the corrected ones;
-    nothing after the ``max_corrections``-th correction of a trajectory)."""
+    nothing after the ``max_corrections``-th correction of a trajectory; ``packing``: how
+    a conversation format lays out a corrected chat, see
+    :func:`conversation_records_from_corrections`)."""
     if prompt_format in CONVERSATION_FORMATS:
         if corrections is None:
             return conversation_records_from_trajectories(trajectories, env, prompt_format)
         return conversation_records_from_corrections(
-            trajectories, corrections, env, trained_steps, prompt_format, max_corrections
-        )
+            trajectories, corrections, env, trained_steps, prompt_format, max_corrections,
+            packing,
+        )  # fmt: skip
     _check_format(prompt_format)
     if corrections is None:
         return sft_records_from_trajectories(trajectories, env, history_window)

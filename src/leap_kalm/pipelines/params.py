@@ -58,6 +58,11 @@ class LeapParams(ConfigMixin):
             N-th correction, nothing after it (``null``: to its end). With whole-episode
             chats every correction is a segment that re-encodes the trajectory so far, so
             a rollout corrected at nearly every step costs tokens quadratic in its length.
+        correction_packing: How a conversation format lays out a corrected trajectory:
+            ``segments`` (a chat per correction, each re-encoding the trajectory up to it)
+            or ``branches`` (one chat per trajectory, each correction a branch off the
+            chat before it under a 4-D attention mask: the same answers in the same
+            contexts for linear tokens; needs sdpa or eager attention).
         dpo_contrast_ratio: ``train_method: dpo`` only: besides one pair per corrected
             step, for each action the corrections chose ``n`` times, ``n`` x this many
             pairs that prefer the student's approved step over that action where it was a
@@ -94,6 +99,7 @@ class LeapParams(ConfigMixin):
     dagger_expert_actions: int | None = None
     trained_steps: str = "trajectory"
     trained_corrections: int | None = None
+    correction_packing: str = "segments"
     dpo_contrast_ratio: float = 0.0
     start_from: str = "previous"
     seed: int = 0
@@ -133,6 +139,13 @@ class LeapParams(ConfigMixin):
         if self.trained_steps not in TRAINED_STEPS:
             raise ValueError(
                 f"leap.trained_steps must be one of {TRAINED_STEPS}, got {self.trained_steps!r}"
+            )
+        from leap_kalm.llm.records import CORRECTION_PACKINGS
+
+        if self.correction_packing not in CORRECTION_PACKINGS:
+            raise ValueError(
+                f"leap.correction_packing must be one of {CORRECTION_PACKINGS}, "
+                f"got {self.correction_packing!r}"
             )
         if self.trained_corrections is not None and self.trained_corrections < 1:
             raise ValueError(

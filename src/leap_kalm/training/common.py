@@ -246,14 +246,17 @@ def fit_and_save(
     params: Any,
     output_dir: str,
     merge: bool,
+    data_collator: Any = None,
 ) -> ModelRef:
     """Build a trl trainer (a new LoRA per ``params``), train with completion-only scoring
-    as configured, and save (``merge``: full weights instead of the adapter)."""
+    as configured, and save (``merge``: full weights instead of the adapter;
+    ``data_collator``: instead of trl's own)."""
     trainer = trainer_class(
         model=model,
         args=args,
         train_dataset=data,
         processing_class=tokenizer,
+        data_collator=data_collator,
         peft_config=lora_config(params, model),
         callbacks=[
             *trainer_callbacks(trainer_class.__name__),

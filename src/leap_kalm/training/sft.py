@@ -1,7 +1,10 @@
 """Supervised fine-tuning with trl's ``SFTTrainer`` (optionally LoRA via peft).
 
 Data arrives already shaped as conversational ``{prompt, completion}`` records
-(``leap_kalm.schemas.SFTRecord``), so trl computes the loss on the completion only.
+(``leap_kalm.schemas.SFTRecord``), so trl computes the loss on the completion only, or as
+whole-episode chats ``{messages, loss_turns}``, optionally with ``branches`` (a corrected
+answer in place of one assistant turn, seeing only the chat before it; trained in the same
+row under a 4-D attention mask, :func:`tokenize_branched` and :class:`BranchCollator`).
 """
 
 from __future__ import annotations
@@ -64,6 +67,103 @@ def tokenize_conversation(
     return {"input_ids": ids, "assistant_masks": mask}
 
 
+def tokenize_branched(
+    tokenizer: Any,
+    messages: list[dict[str, str]],
+    loss_turns: list[int],
+    branches: list[dict[str, Any]] | None = None,
+    max_length: int | None = None,
+) -> dict[str, list[int]]:
+    """One row for a chat and its ``branches`` (``{turn, message}``): the chat's tokens,
+    then per branch a copy of the last token before its turn's answer (same position, same
+    view: it predicts the branch's first token) and the branch answer's tokens, at the
+    positions the answer would have in the chat.
+
+    Returns ``input_ids``, ``labels`` (-100 outside the trained answers), ``position_ids``,
+    and per branch where it starts in the row (``branch_starts``) and how many of the
+    chat's tokens it sees (``branch_views``). A row longer than ``max_length`` is cut like
+    trl cuts one (keep the start): the chat first, then whole branches, last first.
+
+    Raises:
+        ValueError: If a branch replaces a turn that is not an assistant turn, or the
+            chat template is not append-only.
+    """
+    row = tokenize_conversation(tokenizer, messages, loss_turns)
+    ids = row["input_ids"]
+    labels = [i if m else -100 for i, m in zip(ids, row["assistant_masks"], strict=True)]
+    if max_length is not None:
+        ids, labels = ids[:max_length], labels[:max_length]
+    positions = list(range(len(ids)))
+    starts: list[int] = []
+    views: list[int] = []
+    for branch in branches or []:
+        turn, message = branch["turn"], branch["message"]
+        if messages[turn]["role"] != "assistant" or message["role"] != "assistant":
+            raise ValueError(f"branch at turn {turn} does not replace an assistant turn")
+        prefix = _ids(tokenizer, messages[:turn], True)
+        answer = _ids(tokenizer, [*messages[:turn], message], False)
+        if answer[: len(prefix)] != prefix or row["input_ids"][: len(prefix)] != prefix:
+            raise ValueError(f"the chat template is not append-only at branch turn {turn}")
+        answer = answer[len(prefix) :]
+        if max_length is not None and len(ids) + 1 + len(answer) > max_length:
+            break
+        starts.append(len(ids))
+        views.append(len(prefix) - 1)
+        ids = [*ids, prefix[-1], *answer]
+        labels = [*labels, -100, *answer]
+        positions += range(len(prefix) - 1, len(prefix) + len(answer))
+    return {
+        "input_ids": ids,
+        "labels": labels,
+        "position_ids": positions,
+        "branch_starts": starts,
+        "branch_views": views,
+    }
+
+
+@dataclass
+class BranchCollator:
+    """Pads rows of :func:`tokenize_branched` into a batch with a 4-D attention mask.
+
+    A chat token sees the chat tokens before it; a branch token sees the first
+    ``branch_views`` chat tokens and its own branch up to itself, nothing of other
+    branches; padding sees only itself. A batch without branches gets the usual 2-D
+    mask (the model's causal fast path).
+    """
+
+    pad_token_id: int
+
+    def __call__(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        import torch
+
+        width = max(len(r["input_ids"]) for r in rows)
+        shape = (len(rows), width)
+        ids = torch.full(shape, self.pad_token_id, dtype=torch.long)
+        labels = torch.full(shape, -100, dtype=torch.long)
+        positions = torch.zeros(shape, dtype=torch.long)
+        lengths = [len(r["input_ids"]) for r in rows]
+        for b, r in enumerate(rows):
+            ids[b, : lengths[b]] = torch.tensor(r["input_ids"])
+            labels[b, : lengths[b]] = torch.tensor(r["labels"])
+            positions[b, : lengths[b]] = torch.tensor(r["position_ids"])
+        batch = {"input_ids": ids, "labels": labels, "position_ids": positions}
+        if not any(r["branch_starts"] for r in rows):
+            batch["attention_mask"] = (
+                torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]
+            ).long()
+            return batch
+        mask = torch.eye(width, dtype=torch.bool).repeat(len(rows), 1, 1)
+        for b, r in enumerate(rows):
+            n = lengths[b]
+            mask[b, :n, :n] = torch.ones(n, n, dtype=torch.bool).tril()
+            ends = [*r["branch_starts"][1:], n][: len(r["branch_starts"])]
+            for start, end, view in zip(r["branch_starts"], ends, r["branch_views"], strict=True):
+                mask[b, start:end, :start] = False
+                mask[b, start:end, :view] = True
+        batch["attention_mask"] = mask[:, None]
+        return batch
+
+
 def train_sft(
     model: Any,
     tokenizer: Any,
@@ -90,7 +190,28 @@ def train_sft(
 
     if not records:
         raise ValueError("train_sft: no records to train on")
-    if "messages" in records[0]:
+    branched = any(r.get("branches") for r in records)
+    collator = None
+    extra: dict[str, Any] = {}
+    if branched:
+        attention = getattr(getattr(model, "config", None), "_attn_implementation", None) or ""
+        if attention.startswith("flash"):
+            raise ValueError(
+                f"SFT records with branches (leap.correction_packing: branches) need a 4-D "
+                f"attention mask, which {attention} ignores: load the student with "
+                "attn_implementation sdpa or eager, or use correction_packing: segments"
+            )
+        rows = [
+            tokenize_branched(
+                tokenizer, r["messages"], r["loss_turns"], r.get("branches"), params.max_length
+            )
+            for r in records
+        ]
+        collator = BranchCollator(tokenizer.pad_token_id)
+        # the rows are final (labels, positions, branch layout): trl must neither cut
+        # them nor drop the layout columns its signature does not name
+        extra = {"dataset_kwargs": {"skip_prepare_dataset": True}, "remove_unused_columns": False}
+    elif "messages" in records[0]:
         rows = [tokenize_conversation(tokenizer, r["messages"], r["loss_turns"]) for r in records]
     else:
         rows = [{"prompt": r["prompt"], "completion": r["completion"]} for r in records]
@@ -98,6 +219,10 @@ def train_sft(
     config = SFTConfig(
         **trainer_arguments(params, output_dir, model, checkpoints),
         warmup_steps=params.warmup_steps,
+        **extra,
     )
     data = Dataset.from_list(rows)
-    return fit_and_save(SFTTrainer, config, model, tokenizer, data, params, output_dir, merge=False)
+    return fit_and_save(
+        SFTTrainer, config, model, tokenizer, data, params, output_dir, merge=False,
+        data_collator=collator,
+    )  # fmt: skip

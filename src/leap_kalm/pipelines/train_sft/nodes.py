@@ -39,8 +39,9 @@ def build_sft_records(
         new = make.sft_records(*fmt, annotated_logs)
     else:
         new = make.sft_records(
-            *fmt, rollouts, corrections, config.trained_steps, config.trained_corrections
-        )
+            *fmt, rollouts, corrections, config.trained_steps, config.trained_corrections,
+            config.correction_packing,
+        )  # fmt: skip
     pool = [r for r in previous_pool if r["iteration"] < iteration]
     pool += [{**r, "iteration": iteration} for r in new]
     expert_share = config.dagger_expert_actions

@@ -156,30 +156,9 @@ def test_sft_trains_on_conversation_records(tiny_model_dir, tmp_path):
 
 def _corrected_chat():
     from leap_kalm.llm.records import conversation_records_from_corrections
+    from tests.llm.test_records import _correction, _trajectory
 
-    steps = [
-        {
-            "observation": f"obs {t}",
-            "candidate_actions": ["look"],
-            "reason": f"r{t}",
-            "action": "look",
-        }
-        for t in range(5)
-    ]
-    trajectory = {"game_id": "g", "task": "find a mug", "steps": steps}
-    correction = {
-        "game_id": "g",
-        "steps": [
-            {
-                "original_reason": f"r{t}",
-                "original_action": "look",
-                "corrected_reason": f"go where mugs are {t}",
-                "corrected_action": f"go to shelf {t}" if t in (1, 3) else "look",
-                "is_corrected": t in (1, 3),
-            }
-            for t in range(5)
-        ],
-    }
+    trajectory, correction = _trajectory("g", 5), _correction("g", n=5, corrected=(1, 3))
 
     def records(packing):
         return conversation_records_from_corrections(

@@ -334,8 +334,9 @@ def conversation_records_from_corrections(
         if packing == "branches":
             trained = ends[:1] if trained_steps == "first" else ends
             trained = [t for t in trained if cut is None or t <= cut]
-            layout = (teacher, context, trained, cut)
-            record = _branch_record(env, trajectory, *layout, trained_steps, options)
+            record = _branch_record(
+                env, trajectory, teacher, context, trained, cut, trained_steps, options
+            )
             records.extend([record] if record else [])
             continue
         if trained_steps == "first":
@@ -371,7 +372,7 @@ def _branch_record(
     options: dict[str, Any],
 ) -> dict[str, Any] | None:
     """One corrected trajectory as one record with branches (``corrected``: the trained
-    corrected steps; ``cut``: the last step trained, ``None`` for none).
+    corrected steps; ``cut``: the last step trained, ``None`` where no cap cuts it).
 
     The chat is the trajectory as the student lived it (the teacher's answer where it kept
     the student's action, the student's own where it corrected it: a segment's context).

@@ -419,3 +419,27 @@ def test_branches_follow_trained_steps_and_the_correction_cap():
         conversation_records_from_corrections(
             [trajectory], [correction], "alfworld", packing="tree"
         )
+
+
+def test_untrained_correction_verbs_keep_the_students_answer_as_context():
+    from leap_kalm.llm.records import conversation_records_from_corrections, untrain_corrections
+
+    trajectory = _trajectory("g1", 5)
+    correction = _correction("g1", n=5, corrected=(1, 3))
+    correction["steps"][3]["corrected_action"] = "take mug 1 from shelf 3"
+    (kept,) = untrain_corrections([correction], ["GO"])
+    assert [s["is_corrected"] for s in kept["steps"]] == [False, False, False, True, False]
+    assert kept["steps"][1]["corrected_action"] == "look"  # the student's own action
+    assert kept["steps"][1]["corrected_reason"] == "r1"
+    assert correction["steps"][1]["is_corrected"]  # the input is unchanged
+    # only the take is trained, in the chat the student lived (its own answer at step 1)
+    (record,) = conversation_records_from_corrections(
+        [trajectory], [kept], "alfworld", trained_steps="corrected"
+    )
+    assert record["loss_turns"] == [8]
+    answers = _answers(record["messages"])
+    assert answers[1] == "REASON:\nr1\nACTION:\nlook"
+    assert answers[3].endswith("take mug 1 from shelf 3")
+    # the cap counts the trained corrections only: with both untrained, nothing is left
+    assert untrain_corrections([correction], ["go", "take"])[0]["steps"][3]["is_corrected"] is False
+    assert untrain_corrections([correction], []) == [correction]

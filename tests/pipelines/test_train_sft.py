@@ -175,6 +175,49 @@ def test_correction_packing_branches_makes_one_record_per_corrected_trajectory(
         )
 
 
+def test_untrained_correction_verbs_leave_those_corrections_out_of_iteration_1(
+    failed_rollouts, corrections, sft_records_0
+):
+    from leap_kalm.llm.parsing import action_verb
+
+    _, pool_0 = sft_records_0
+    params = {**LEAP, "trained_steps": "corrected"}
+    verbs = [
+        action_verb(s["corrected_action"])
+        for c in corrections
+        for s in c["steps"]
+        if s["is_corrected"]
+    ]
+    skipped = Counter(verbs).most_common(1)[0][0]
+    assert len(set(verbs)) > 1, verbs  # the fixture corrects more than one kind of action
+    _, pool = build_sft_records(
+        [],
+        failed_rollouts,
+        corrections,
+        pool_0,
+        {**params, "untrained_correction_verbs": [skipped]},
+        1,
+    )
+    trained = [
+        r["completion"][0]["content"].split("ACTION:")[-1].strip()
+        for r in pool
+        if r["iteration"] == 1
+    ]
+    assert len(trained) == sum(v != skipped for v in verbs)
+    assert all(action_verb(a) != skipped for a in trained)
+    with pytest.raises(
+        ValueError, match="untrained_correction_verbs needs leap.trained_steps: corrected"
+    ):
+        build_sft_records(
+            [],
+            failed_rollouts,
+            corrections,
+            pool_0,
+            {**LEAP, "untrained_correction_verbs": ["go"]},
+            1,
+        )
+
+
 def test_retraining_from_the_base_model_keeps_every_expert_step(
     failed_rollouts, corrections, sft_records_0
 ):

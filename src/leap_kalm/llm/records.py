@@ -111,6 +111,36 @@ def _check_trained_steps(
         raise ValueError(f"trained_corrections must be at least 1 or null, got {max_corrections}")
 
 
+def untrain_corrections(
+    corrections: Sequence[dict[str, Any]], verbs: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The corrections without the corrected steps whose teacher action is one of ``verbs``
+    (``go`` for ``go to shelf 1``; :func:`leap_kalm.llm.parsing.action_verb`): such a step
+    becomes a kept step showing the student's own answer, which is what the student did
+    and what the later observations followed. With ``trained_steps: corrected`` it is
+    context, not a loss target, and it no longer counts towards ``trained_corrections``.
+    (With ``trajectory`` or ``first`` a kept step is trained, so those would train the
+    student's mistake: callers allow ``verbs`` with ``corrected`` only.) The input is
+    not changed."""
+    from leap_kalm.llm.parsing import action_verb
+
+    skipped = {v.strip().lower() for v in verbs}
+    out = []
+    for correction in corrections:
+        steps = []
+        for step in correction["steps"]:
+            if step["is_corrected"] and action_verb(step["corrected_action"]) in skipped:
+                step = {
+                    **step,
+                    "is_corrected": False,
+                    "corrected_reason": step["original_reason"],
+                    "corrected_action": step["original_action"],
+                }
+            steps.append(step)
+        out.append({**correction, "steps": steps})
+    return out
+
+
 def _last_trained(steps: Sequence[dict[str, Any]], max_corrections: int | None) -> int | None:
     """The step of a corrected trajectory's ``max_corrections``-th correction, past which
     nothing is trained; ``None`` where there is no such cut (no cap, or fewer corrections)."""

@@ -58,6 +58,11 @@ class LeapParams(ConfigMixin):
             N-th correction, nothing after it (``null``: to its end). With whole-episode
             chats every correction is a segment that re-encodes the trajectory so far, so
             a rollout corrected at nearly every step costs tokens quadratic in its length.
+        untrained_correction_verbs: Corrections whose teacher action has one of these
+            verbs (``go`` for ``go to shelf 1``) are not trained: the step keeps the
+            student's own answer as context and does not count towards
+            ``trained_corrections``. Needs ``trained_steps: corrected`` (the other settings
+            would train the student's own answer there). ``[]``: every correction.
         correction_packing: How a conversation format lays out a corrected trajectory:
             ``segments`` (a chat per correction, each re-encoding the trajectory up to it)
             or ``branches`` (one chat per trajectory, each correction a branch off the
@@ -99,6 +104,7 @@ class LeapParams(ConfigMixin):
     dagger_expert_actions: int | None = None
     trained_steps: str = "trajectory"
     trained_corrections: int | None = None
+    untrained_correction_verbs: list[str] = field(default_factory=list)
     correction_packing: str = "segments"
     dpo_contrast_ratio: float = 0.0
     start_from: str = "previous"
@@ -150,6 +156,12 @@ class LeapParams(ConfigMixin):
         if self.trained_corrections is not None and self.trained_corrections < 1:
             raise ValueError(
                 f"leap.trained_corrections must be at least 1 or null, got {self.trained_corrections!r}"
+            )
+        if self.untrained_correction_verbs and self.trained_steps != "corrected":
+            raise ValueError(
+                "leap.untrained_correction_verbs needs leap.trained_steps: corrected (with "
+                f"{self.trained_steps!r} an untrained correction's step would train the "
+                f"student's own answer), got verbs {list(self.untrained_correction_verbs)}"
             )
         if self.start_from not in START_FROM:
             raise ValueError(

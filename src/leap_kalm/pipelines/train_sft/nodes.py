@@ -38,6 +38,8 @@ def build_sft_records(
     if iteration == 0:
         new = make.sft_records(*fmt, annotated_logs)
     else:
+        if config.untrained_correction_verbs:
+            corrections = make.untrain_corrections(corrections, config.untrained_correction_verbs)
         new = make.sft_records(
             *fmt, rollouts, corrections, config.trained_steps, config.trained_corrections,
             config.correction_packing,

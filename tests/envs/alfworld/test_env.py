@@ -99,3 +99,60 @@ def test_world_surface_plays_the_walkthrough_to_a_win(games_by_type):
             observation, reward, terminated, truncated, info = env.step(action)
         assert terminated and reward == 1.0 and info["won"] and not truncated
         env.close()
+
+
+def _play(engine, plan):
+    """(admissible commands after each step, won) along ``plan`` on an open engine."""
+    state = engine.reset()
+    seen = [tuple(state["admissible_commands"])]
+    for command in plan:
+        state, _, _ = engine.step(command)
+        seen.append(tuple(state["admissible_commands"]))
+    return seen, bool(state["won"])
+
+
+def test_closed_engines_hand_their_planner_library_to_the_next(games_by_type):
+    """Each engine loads its own copy of fast-downward's library from a file it deletes at
+    once, so a process used to keep every copy's 33 MB on disk until it ended: 400 train
+    games filled the disk. Closed (or collected) engines now give theirs back."""
+    import gc
+
+    from leap_kalm.envs.alfworld import engine as eng
+
+    game_a, game_b = games_by_type["pick_and_place_simple"][:2]
+    plan_a = eng.start_engine(game_a, walkthrough=True).reset()["extra.walkthrough"]
+    plan_b = eng.start_engine(game_b, walkthrough=True).reset()["extra.walkthrough"]
+    gc.collect()
+    eng._FREE_PLANNER_LIBRARIES.clear()
+    # two engines open at once: a library each, and interleaved play is independent play
+    a, b = eng.start_engine(game_a), eng.start_engine(game_b)
+    assert a.downward_lib is not b.downward_lib
+    alone_a = _play(eng.start_engine(game_a), plan_a)
+    alone_b = _play(eng.start_engine(game_b), plan_b)
+    state_a, state_b = a.reset(), b.reset()
+    for t in range(max(len(plan_a), len(plan_b))):
+        if t < len(plan_a):
+            state_a, _, _ = a.step(plan_a[t])
+        if t < len(plan_b):
+            state_b, _, _ = b.step(plan_b[t])
+    assert state_a["won"] and state_b["won"] and alone_a[1] and alone_b[1]
+    # closing gives the library back; the next engine reuses it and plays the same game
+    lib = a.downward_lib
+    a.close()
+    a.close()  # twice is harmless
+    assert eng._FREE_PLANNER_LIBRARIES.count(lib) == 1
+    reused = eng.start_engine(game_b)
+    assert reused.downward_lib is lib
+    assert _play(reused, plan_b) == alone_b
+    # an engine collected without close() gives it back too (TextWorld's grammar parser
+    # holds the frames of the latest load, so that one is collected after the next load)
+    gc.collect()
+    eng._FREE_PLANNER_LIBRARIES.clear()
+    lost = eng.start_engine(game_a)
+    lib = lost.downward_lib
+    next_one = eng.start_engine(game_b)
+    del lost
+    gc.collect()
+    assert next_one.downward_lib is not lib
+    assert lib in eng._FREE_PLANNER_LIBRARIES
+    assert _play(eng.start_engine(game_a), plan_a) == alone_a

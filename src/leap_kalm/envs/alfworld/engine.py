@@ -16,16 +16,75 @@ CPU so +-20%): stock 36 steps/s (27 ms), cached 82 steps/s (12 ms); with ``facts
 the handcoded expert needs) 32 -> 58 steps/s. Outputs are identical (tested). Not tried:
 caching tatsu's parse of feedback templates (remaining cost) or dropping the per-step
 ``deepcopy`` of the grammar context inside textworld.
+
+Disk: TextWorld's ``PddlEnv`` loads a private copy of fast-downward's 33 MB shared library
+for every engine (the planner keeps global state), from a temporary file it deletes at
+once; the mapping keeps the deleted file's blocks until the process ends. 400 train games
+started ~1,400 engines in one ``kedro run`` (games, expert logs, privileged states): tens of
+GB of deleted files, and the evaluation after them failed with "No space left on device".
+Engines here take their library from a per-process pool (:func:`_take_planner_library`) and
+give it back on ``close()`` (or when collected): every engine still has a library of its
+own, and a process holds as many copies as engines were open at once.
 """
 
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 _ENGINE_CLASS: Any = None
+_POOLED_CLASS: Any = None
+# loaded copies of fast-downward's library that no open engine uses (this process's)
+_FREE_PLANNER_LIBRARIES: list[Any] = []
+
+
+def _take_planner_library() -> Any:
+    """A loaded fast-downward library no open engine uses: a freed one, else a new copy."""
+    if _FREE_PLANNER_LIBRARIES:
+        return _FREE_PLANNER_LIBRARIES.pop()
+    import fast_downward
+
+    return fast_downward.load_lib()
+
+
+def _pooled_env_class() -> Any:
+    """Build (once) a ``PddlEnv`` subclass whose planner library comes from the pool."""
+    global _POOLED_CLASS
+    if _POOLED_CLASS is None:
+        _POOLED_CLASS = _define_pooled_env_class()
+    return _POOLED_CLASS
+
+
+def _define_pooled_env_class() -> Any:
+    import textworld
+    from textworld.envs.pddl.pddl import PddlEnv
+
+    class PooledPddlEnv(PddlEnv):
+        """``PddlEnv`` that borrows its planner library and returns it on ``close()``.
+
+        Every game loaded into the library (``PddlState``) replaces what the last one
+        left, so a library is reused only once its engine is closed or collected; a
+        closed engine cannot step any more (its library may be another engine's).
+        """
+
+        def __init__(self, infos: Any = None) -> None:
+            textworld.Environment.__init__(self, infos)  # PddlEnv's own __init__ copies the library
+            self.downward_lib = _take_planner_library()
+            self._give_back = weakref.finalize(
+                self, _FREE_PLANNER_LIBRARIES.append, self.downward_lib
+            )
+
+        def close(self) -> None:
+            self._give_back()  # once: later calls do nothing
+            self.downward_lib = None
+            if getattr(self, "_pddl_state", None) is not None:
+                self._pddl_state.downward_lib = None
+            super().close()
+
+    return PooledPddlEnv
 
 
 def _cached_env_class() -> Any:
@@ -51,9 +110,8 @@ def _derive_command_text(env: Any, action: Any, names: Mapping[str, str]) -> str
 
 def _define_cached_env_class() -> Any:
     """Define :class:`CachedPddlEnv` on top of TextWorld's ``PddlEnv`` (imported lazily)."""
-    from textworld.envs.pddl.pddl import PddlEnv
 
-    class CachedPddlEnv(PddlEnv):
+    class CachedPddlEnv(_pooled_env_class()):
         """``PddlEnv`` whose admissible-command texts are derived once per game and reused."""
 
         def load(self, filename_or_data: Any) -> None:
@@ -120,7 +178,6 @@ def start_engine(
     """
     import textworld
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
-    from textworld.envs.pddl.pddl import PddlEnv
 
     infos = textworld.EnvInfos(
         won=True,
@@ -129,7 +186,7 @@ def start_engine(
         policy_commands=policy_commands,
         extras=["walkthrough"] if walkthrough else [],
     )
-    base = _cached_env_class()(infos) if cache_commands else PddlEnv(infos)
+    base = (_cached_env_class() if cache_commands else _pooled_env_class())(infos)
     env = AlfredDemangler(shuffle=False)(base)
     if isinstance(game, Mapping):
         env.load(dict(game))

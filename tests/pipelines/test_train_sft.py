@@ -216,6 +216,15 @@ def test_untrained_correction_verbs_leave_those_corrections_out_of_iteration_1(
             {**LEAP, "untrained_correction_verbs": ["go"]},
             1,
         )
+    with pytest.raises(ValueError, match="must be a list of verbs such as"):
+        build_sft_records(
+            [],
+            failed_rollouts,
+            corrections,
+            pool_0,
+            {**params, "untrained_correction_verbs": "go"},
+            1,
+        )
 
 
 def test_retraining_from_the_base_model_keeps_every_expert_step(

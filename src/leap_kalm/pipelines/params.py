@@ -157,6 +157,11 @@ class LeapParams(ConfigMixin):
             raise ValueError(
                 f"leap.trained_corrections must be at least 1 or null, got {self.trained_corrections!r}"
             )
+        if isinstance(self.untrained_correction_verbs, str):
+            raise ValueError(
+                "leap.untrained_correction_verbs must be a list of verbs such as [go], got "
+                f"the string {self.untrained_correction_verbs!r}"
+            )
         if self.untrained_correction_verbs and self.trained_steps != "corrected":
             raise ValueError(
                 "leap.untrained_correction_verbs needs leap.trained_steps: corrected (with "

@@ -29,14 +29,13 @@ own, and a process holds as many copies as engines were open at once.
 
 from __future__ import annotations
 
+import functools
 import json
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-_ENGINE_CLASS: Any = None
-_POOLED_CLASS: Any = None
 # loaded copies of fast-downward's library that no open engine uses (this process's)
 _FREE_PLANNER_LIBRARIES: list[Any] = []
 
@@ -50,15 +49,9 @@ def _take_planner_library() -> Any:
     return fast_downward.load_lib()
 
 
+@functools.cache
 def _pooled_env_class() -> Any:
-    """Build (once) a ``PddlEnv`` subclass whose planner library comes from the pool."""
-    global _POOLED_CLASS
-    if _POOLED_CLASS is None:
-        _POOLED_CLASS = _define_pooled_env_class()
-    return _POOLED_CLASS
-
-
-def _define_pooled_env_class() -> Any:
+    """A ``PddlEnv`` subclass (defined once) whose planner library comes from the pool."""
     import textworld
     from textworld.envs.pddl.pddl import PddlEnv
 
@@ -87,14 +80,6 @@ def _define_pooled_env_class() -> Any:
     return PooledPddlEnv
 
 
-def _cached_env_class() -> Any:
-    """Build (once) a ``PddlEnv`` subclass that memoises admissible-command texts."""
-    global _ENGINE_CLASS
-    if _ENGINE_CLASS is None:
-        _ENGINE_CLASS = _define_cached_env_class()
-    return _ENGINE_CLASS
-
-
 def _derive_command_text(env: Any, action: Any, names: Mapping[str, str]) -> str:
     """Derive a command's text from its grammar template in ``env``'s live PDDL state."""
     context = {
@@ -108,8 +93,9 @@ def _derive_command_text(env: Any, action: Any, names: Mapping[str, str]) -> str
     return action.format_command(names)
 
 
-def _define_cached_env_class() -> Any:
-    """Define :class:`CachedPddlEnv` on top of TextWorld's ``PddlEnv`` (imported lazily)."""
+@functools.cache
+def _cached_env_class() -> Any:
+    """:class:`CachedPddlEnv` (defined once) on top of the pooled ``PddlEnv``."""
 
     class CachedPddlEnv(_pooled_env_class()):
         """``PddlEnv`` whose admissible-command texts are derived once per game and reused."""

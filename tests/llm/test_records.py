@@ -284,6 +284,49 @@ def test_trained_corrections_stops_after_the_nth_correction():
         sft_records("conversation", "alfworld", None, [trajectory], [correction], "trajectory", 0)
 
 
+def test_capped_correction_verbs_cut_only_those_corrections():
+    """``capped_verbs=["go"]``: the cap counts the ``go`` corrections; a ``take`` after the
+    cut is still trained, a ``go`` after it is not; the same in segments, branches and the
+    per-step format."""
+    from leap_kalm.llm.records import conversation_records_from_corrections, sft_records
+
+    trajectory = _trajectory("g1", 8)
+    correction = _correction("g1", n=8, corrected=(1, 2, 4, 5, 6))
+    for t, action in ((2, "take mug 1 from shelf 2"), (6, "move mug 1 to desk 1")):
+        correction["steps"][t]["corrected_action"] = action
+    # go at 1, 4, 5; take at 2; move at 6: with a cap of 2 every correction counts and the
+    # cut falls at step 2; counting only go, the cut falls at step 4 and the move (6) is kept
+    args = ([trajectory], [correction], "alfworld", "corrected")
+    plain = conversation_records_from_corrections(*args, max_corrections=2)
+    assert [r["loss_turns"] for r in plain] == [[4], [6]]
+    capped = conversation_records_from_corrections(*args, max_corrections=2, capped_verbs=["go"])
+    assert [r["loss_turns"] for r in capped] == [[4], [6], [10], [14]]
+    assert _answers(capped[-1]["messages"])[-1].endswith("move mug 1 to desk 1")
+    (branched,) = conversation_records_from_corrections(
+        *args, max_corrections=2, packing="branches", capped_verbs=["go"]
+    )
+    assert [b["turn"] for b in branched["branches"]] == [4, 6, 10, 14]
+    per_step = sft_records(
+        "leap", "alfworld", None, [trajectory], [correction], "corrected", 2, capped_verbs=["go"]
+    )
+    assert [r["completion"][0]["content"].split("\n")[-1] for r in per_step] == [
+        "go to shelf 1",
+        "take mug 1 from shelf 2",
+        "go to shelf 4",
+        "move mug 1 to desk 1",
+    ]
+    # no more counted corrections than the cap: everything is trained
+    assert len(
+        conversation_records_from_corrections(*args, max_corrections=3, capped_verbs=["go"])
+    ) == 5  # fmt: skip
+    with pytest.raises(ValueError, match="capped_correction_verbs needs trained_steps: corrected"):
+        conversation_records_from_corrections(
+            [trajectory], [correction], "alfworld", max_corrections=2, capped_verbs=["go"]
+        )
+    with pytest.raises(ValueError, match="trained_corrections set"):
+        conversation_records_from_corrections(*args, capped_verbs=["go"])
+
+
 def test_conversation_dpo_prompt_is_the_students_own_chat():
     from leap_kalm.llm.records import dpo_pairs
 

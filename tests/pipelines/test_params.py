@@ -62,6 +62,21 @@ def test_parameters_are_not_mutated():
             r"leap.trained_corrections must be at least 1 or null, got 0",
         ),
         (
+            LeapParams,
+            {"trained_steps": "corrected", "capped_correction_verbs": ["go"]},
+            r"leap.capped_correction_verbs needs leap.trained_steps: corrected and "
+            r"leap.trained_corrections set, got trained_steps 'corrected', trained_corrections None",
+        ),
+        (
+            LeapParams,
+            {
+                "trained_steps": "corrected",
+                "trained_corrections": 3,
+                "capped_correction_verbs": "go",
+            },
+            r"leap.capped_correction_verbs must be a list of verbs such as \[go\]",
+        ),
+        (
             TextIngestParams,
             {"source": "download"},
             "source must be 'generated' or 'real', got 'download'",

@@ -227,6 +227,40 @@ def test_untrained_correction_verbs_leave_those_corrections_out_of_iteration_1(
         )
 
 
+def test_capped_correction_verbs_reach_the_records_of_iteration_1(
+    failed_rollouts, corrections, sft_records_0
+):
+    """``capped_correction_verbs: [<verb>]`` with ``trained_corrections: 1``: each
+    trajectory trains at most one correction with that verb, and every correction with
+    another verb."""
+    from leap_kalm.llm.parsing import action_verb
+
+    _, pool_0 = sft_records_0
+    every_step = [
+        {**c, "steps": [{**s, "is_corrected": True} for s in c["steps"]]} for c in corrections
+    ]
+    verbs = [[action_verb(s["corrected_action"]) for s in c["steps"]] for c in every_step]
+    capped = Counter(v for vs in verbs for v in vs).most_common(1)[0][0]
+    assert any(vs.count(capped) > 1 for vs in verbs), verbs  # the cap has something to cut
+    params = {**LEAP, "trained_steps": "corrected", "trained_corrections": 1}
+    _, pool = build_sft_records(
+        [], failed_rollouts, every_step, pool_0, {**params, "capped_correction_verbs": [capped]}, 1
+    )
+    trained = Counter(
+        (r["game_id"], action_verb(r["completion"][0]["content"].split("ACTION:")[-1]))
+        for r in pool
+        if r["iteration"] == 1
+    )
+    for c, vs in zip(every_step, verbs, strict=True):
+        assert trained[(c["game_id"], capped)] == 1
+        for verb in set(vs) - {capped}:
+            assert trained[(c["game_id"], verb)] == vs.count(verb)
+    with pytest.raises(ValueError, match="capped_correction_verbs needs leap.trained_steps"):
+        build_sft_records(
+            [], failed_rollouts, every_step, pool_0, {**LEAP, "capped_correction_verbs": ["go"]}, 1
+        )
+
+
 def test_retraining_from_the_base_model_keeps_every_expert_step(
     failed_rollouts, corrections, sft_records_0
 ):

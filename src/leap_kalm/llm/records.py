@@ -99,7 +99,10 @@ CORRECTION_PACKINGS = ("segments", "branches")
 
 
 def _check_trained_steps(
-    trained_steps: str, max_corrections: int | None = None, packing: str = "segments"
+    trained_steps: str,
+    max_corrections: int | None = None,
+    packing: str = "segments",
+    capped_verbs: Sequence[str] = (),
 ) -> None:
     if trained_steps not in TRAINED_STEPS:
         raise ValueError(f"trained_steps must be one of {TRAINED_STEPS}, got {trained_steps!r}")
@@ -109,6 +112,11 @@ def _check_trained_steps(
         )
     if max_corrections is not None and max_corrections < 1:
         raise ValueError(f"trained_corrections must be at least 1 or null, got {max_corrections}")
+    if capped_verbs and (trained_steps != "corrected" or max_corrections is None):
+        raise ValueError(
+            "capped_correction_verbs needs trained_steps: corrected and trained_corrections "
+            f"set, got trained_steps {trained_steps!r}, trained_corrections {max_corrections}"
+        )
 
 
 def untrain_corrections(
@@ -141,13 +149,28 @@ def untrain_corrections(
     return out
 
 
-def _last_trained(steps: Sequence[dict[str, Any]], max_corrections: int | None) -> int | None:
-    """The step of a corrected trajectory's ``max_corrections``-th correction, past which
-    nothing is trained; ``None`` where there is no such cut (no cap, or fewer corrections)."""
+def _last_trained(
+    steps: Sequence[dict[str, Any]], max_corrections: int | None, capped_verbs: Sequence[str] = ()
+) -> tuple[int | None, set[int]]:
+    """Where the cap cuts a corrected trajectory: the step of its ``max_corrections``-th
+    correction, past which nothing is trained (``None`` where there is no such cut: no cap,
+    or fewer corrections), and the later corrected steps trained all the same. Without
+    ``capped_verbs`` every correction counts and nothing past the cut is trained; with
+    them only corrections whose teacher action has one of these verbs count, and a later
+    correction with another verb is still trained."""
+    from leap_kalm.llm.parsing import action_verb
+
     if max_corrections is None:
-        return None
+        return None, set()
+    capped = {v.strip().lower() for v in capped_verbs}
     corrected = [t for t, step in enumerate(steps) if step["is_corrected"]]
-    return corrected[max_corrections - 1] if len(corrected) > max_corrections else None
+    counted = [
+        t for t in corrected if not capped or action_verb(steps[t]["corrected_action"]) in capped
+    ]
+    if len(counted) <= max_corrections:
+        return None, set()
+    cut = counted[max_corrections - 1]
+    return cut, {t for t in corrected if t > cut and t not in counted}
 
 
 def sft_records_from_corrections(
@@ -157,24 +180,28 @@ def sft_records_from_corrections(
     history_window: int | None = None,
     trained_steps: str = "trajectory",
     max_corrections: int | None = None,
+    capped_verbs: Sequence[str] = (),
 ) -> list[SFTRecord]:
     """One record per step of each corrected trajectory (``trained_steps: corrected``: per
     corrected step only; ``first``: the steps up to the first correction, none without
     one): the student's context, the teacher's answer. ``max_corrections``: nothing after
-    a trajectory's ``max_corrections``-th correction is trained."""
-    _check_trained_steps(trained_steps, max_corrections)
+    a trajectory's ``max_corrections``-th correction is trained (``capped_verbs``: see
+    :func:`_last_trained`)."""
+    _check_trained_steps(trained_steps, max_corrections, capped_verbs=capped_verbs)
     by_id = {t["game_id"]: t for t in trajectories}
     records: list[SFTRecord] = []
     for correction in corrections:
         trajectory = _corrected_trajectory(by_id, correction)
         pairs = list(_checked_pairs(trajectory, correction))
         first = next((t for t, step in pairs if step["is_corrected"]), -1)
-        cut = _last_trained(correction["steps"], max_corrections)
+        cut, past_cut = _last_trained(correction["steps"], max_corrections, capped_verbs)
         for t, step in pairs:
+            if trained_steps == "first" and t > first:
+                break
             if trained_steps == "corrected" and not step["is_corrected"]:
                 continue
-            if (trained_steps == "first" and t > first) or (cut is not None and t > cut):
-                break
+            if cut is not None and t > cut and t not in past_cut:
+                continue
             records.append(
                 {
                     "prompt": _prompt(env, trajectory, t, history_window),
@@ -324,6 +351,7 @@ def conversation_records_from_corrections(
     prompt_format: str = "conversation",
     max_corrections: int | None = None,
     packing: str = "segments",
+    capped_verbs: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The teacher's answers as chats that stay true to what the student observed.
 
@@ -338,7 +366,8 @@ def conversation_records_from_corrections(
     segment is trained (a trajectory without a correction gives no record).
 
     ``max_corrections``: a trajectory with more corrections is trained up to and including
-    its ``max_corrections``-th, in that many segments. Every segment re-encodes the
+    its ``max_corrections``-th, in that many segments (``capped_verbs``: only corrections
+    with these verbs count and are cut, see :func:`_last_trained`). Every segment re-encodes the
     trajectory up to its end, so a student that went off course early and was corrected
     at nearly every later step costs a quadratic number of tokens: on the learn
     profile's iteration 1 (30 corrected rollouts of 20 steps), 281 tokens per supervised
@@ -347,7 +376,7 @@ def conversation_records_from_corrections(
     ``packing: branches`` trains the same answers in the same contexts from one record per
     trajectory (:func:`_branch_record`), so a correction costs its own tokens only.
     """
-    _check_trained_steps(trained_steps, max_corrections, packing)
+    _check_trained_steps(trained_steps, max_corrections, packing, capped_verbs)
     options = conversation_options(prompt_format)
     by_id = {t["game_id"]: t for t in trajectories}
     records: list[dict[str, Any]] = []
@@ -360,10 +389,10 @@ def conversation_records_from_corrections(
             for s, answer in zip(steps, teacher, strict=True)
         ]
         ends = [t for t, s in enumerate(steps) if s["is_corrected"]]
-        cut = _last_trained(steps, max_corrections)
+        cut, past_cut = _last_trained(steps, max_corrections, capped_verbs)
         if packing == "branches":
             trained = ends[:1] if trained_steps == "first" else ends
-            trained = [t for t in trained if cut is None or t <= cut]
+            trained = [t for t in trained if cut is None or t <= cut or t in past_cut]
             record = _branch_record(
                 env, trajectory, teacher, context, trained, cut, trained_steps, options
             )
@@ -372,7 +401,7 @@ def conversation_records_from_corrections(
         if trained_steps == "first":
             ends = ends[:1]
         elif cut is not None:
-            ends = [t for t in ends if t <= cut]
+            ends = [t for t in ends if t <= cut or t in past_cut]
         elif trained_steps == "trajectory" and (not ends or ends[-1] != len(steps) - 1):
             ends.append(len(steps) - 1)
         first = 0
@@ -543,11 +572,14 @@ def sft_records(
     trained_steps: str = "trajectory",
     max_corrections: int | None = None,
     packing: str = "segments",
+    capped_verbs: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """SFT records in ``prompt_format``: from annotated trajectories (``corrections`` is
     ``None``: behaviour cloning) or from the teacher's corrections of them (every step of
     a corrected trajectory, or with ``trained_steps: corrected`` the corrected ones;
-    nothing after the ``max_corrections``-th correction of a trajectory; ``packing``: how
+    nothing after the ``max_corrections``-th correction of a trajectory, or with
+    ``capped_verbs`` after its ``max_corrections``-th correction with one of these verbs
+    except corrections with another verb; ``packing``: how
     a conversation format lays out a corrected chat, see
     :func:`conversation_records_from_corrections`)."""
     if prompt_format in CONVERSATION_FORMATS:
@@ -555,14 +587,15 @@ def sft_records(
             return conversation_records_from_trajectories(trajectories, env, prompt_format)
         return conversation_records_from_corrections(
             trajectories, corrections, env, trained_steps, prompt_format, max_corrections,
-            packing,
+            packing, capped_verbs,
         )  # fmt: skip
     _check_format(prompt_format)
     if corrections is None:
         return sft_records_from_trajectories(trajectories, env, history_window)
     return sft_records_from_corrections(
-        trajectories, corrections, env, history_window, trained_steps, max_corrections
-    )
+        trajectories, corrections, env, history_window, trained_steps, max_corrections,
+        capped_verbs,
+    )  # fmt: skip
 
 
 def dpo_pairs(

@@ -63,6 +63,11 @@ class LeapParams(ConfigMixin):
             student's own answer as context and does not count towards
             ``trained_corrections``. Needs ``trained_steps: corrected`` (the other settings
             would train the student's own answer there). ``[]``: every correction.
+        capped_correction_verbs: With these verbs (``[go]``), ``trained_corrections``
+            counts only the corrections whose teacher action has one of them and cuts only
+            those: a later correction with another verb (``take``, ``move``, ``cool``) is
+            trained wherever it falls. Needs ``trained_steps: corrected`` and
+            ``trained_corrections``. ``[]``: every correction counts.
         correction_packing: How a conversation format lays out a corrected trajectory:
             ``segments`` (a chat per correction, each re-encoding the trajectory up to it)
             or ``branches`` (one chat per trajectory, each correction a branch off the
@@ -105,6 +110,7 @@ class LeapParams(ConfigMixin):
     trained_steps: str = "trajectory"
     trained_corrections: int | None = None
     untrained_correction_verbs: list[str] = field(default_factory=list)
+    capped_correction_verbs: list[str] = field(default_factory=list)
     correction_packing: str = "segments"
     dpo_contrast_ratio: float = 0.0
     start_from: str = "previous"
@@ -161,6 +167,19 @@ class LeapParams(ConfigMixin):
             raise ValueError(
                 "leap.untrained_correction_verbs must be a list of verbs such as [go], got "
                 f"the string {self.untrained_correction_verbs!r}"
+            )
+        if isinstance(self.capped_correction_verbs, str):
+            raise ValueError(
+                "leap.capped_correction_verbs must be a list of verbs such as [go], got "
+                f"the string {self.capped_correction_verbs!r}"
+            )
+        if self.capped_correction_verbs and (
+            self.trained_steps != "corrected" or self.trained_corrections is None
+        ):
+            raise ValueError(
+                "leap.capped_correction_verbs needs leap.trained_steps: corrected and "
+                f"leap.trained_corrections set, got trained_steps {self.trained_steps!r}, "
+                f"trained_corrections {self.trained_corrections}"
             )
         if self.untrained_correction_verbs and self.trained_steps != "corrected":
             raise ValueError(

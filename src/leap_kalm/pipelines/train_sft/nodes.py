@@ -42,7 +42,7 @@ def build_sft_records(
             corrections = make.untrain_corrections(corrections, config.untrained_correction_verbs)
         new = make.sft_records(
             *fmt, rollouts, corrections, config.trained_steps, config.trained_corrections,
-            config.correction_packing,
+            config.correction_packing, config.capped_correction_verbs,
         )  # fmt: skip
     pool = [r for r in previous_pool if r["iteration"] < iteration]
     pool += [{**r, "iteration": iteration} for r in new]

@@ -170,10 +170,32 @@ class ConfigMixin:
             raise ValueError(
                 f"{cls.__name__}: unknown keys {unknown}; expected some of {sorted(spec)}"
             )
+        listed = _list_fields(cls)
         for name, value in params.items():
+            if name in listed and isinstance(value, str):
+                raise ValueError(
+                    f"{cls.__name__}.{name} must be a list, got the string {value!r} "
+                    f"(one item is written [{value}])"
+                )
             nested = (
                 spec[name].default_factory if spec[name].default_factory is not MISSING else None
             )
             if isinstance(value, dict) and nested is not None and hasattr(nested, "from_dict"):
                 params[name] = nested.from_dict(value)
         return cls(**params)
+
+
+def _list_fields(cls: type) -> set[str]:
+    """The fields of config dataclass ``cls`` declared as lists (``list[str]``,
+    ``list[str] | None``; not ``list[str] | str``): a YAML or ``--params`` string there is a mistake (``go`` for
+    ``[go]``) that would otherwise be read as a sequence of characters."""
+    import types
+    from typing import Union, get_args, get_origin, get_type_hints
+
+    out = set()
+    for name, hint in get_type_hints(cls).items():
+        options = get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
+        lists = any(get_origin(option) is list or option is list for option in options)
+        if lists and str not in options:
+            out.add(name)
+    return out

@@ -74,7 +74,8 @@ def test_parameters_are_not_mutated():
                 "trained_corrections": 3,
                 "capped_correction_verbs": "go",
             },
-            r"leap.capped_correction_verbs must be a list of verbs such as \[go\]",
+            r"LeapParams.capped_correction_verbs must be a list, got the string 'go' "
+            r"\(one item is written \[go\]\)",
         ),
         (
             TextIngestParams,

@@ -216,7 +216,10 @@ def test_untrained_correction_verbs_leave_those_corrections_out_of_iteration_1(
             {**LEAP, "untrained_correction_verbs": ["go"]},
             1,
         )
-    with pytest.raises(ValueError, match="must be a list of verbs such as"):
+    with pytest.raises(
+        ValueError,
+        match=r"LeapParams.untrained_correction_verbs must be a list, got the string 'go'",
+    ):
         build_sft_records(
             [],
             failed_rollouts,

@@ -163,16 +163,6 @@ class LeapParams(ConfigMixin):
             raise ValueError(
                 f"leap.trained_corrections must be at least 1 or null, got {self.trained_corrections!r}"
             )
-        if isinstance(self.untrained_correction_verbs, str):
-            raise ValueError(
-                "leap.untrained_correction_verbs must be a list of verbs such as [go], got "
-                f"the string {self.untrained_correction_verbs!r}"
-            )
-        if isinstance(self.capped_correction_verbs, str):
-            raise ValueError(
-                "leap.capped_correction_verbs must be a list of verbs such as [go], got "
-                f"the string {self.capped_correction_verbs!r}"
-            )
         if self.capped_correction_verbs and (
             self.trained_steps != "corrected" or self.trained_corrections is None
         ):

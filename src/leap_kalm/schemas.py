@@ -187,8 +187,8 @@ class ConfigMixin:
 
 def _list_fields(cls: type) -> set[str]:
     """The fields of config dataclass ``cls`` declared as lists (``list[str]``,
-    ``list[str] | None``; not ``list[str] | str``): a YAML or ``--params`` string there is a mistake (``go`` for
-    ``[go]``) that would otherwise be read as a sequence of characters."""
+    ``list[str] | None``; not ``list[str] | str``): a YAML or ``--params`` string there is
+    a mistake (``go`` for ``[go]``) that would otherwise be read as its characters."""
     import types
     from typing import Union, get_args, get_origin, get_type_hints
 

@@ -368,10 +368,11 @@ def conversation_records_from_corrections(
     ``max_corrections``: a trajectory with more corrections is trained up to and including
     its ``max_corrections``-th, in that many segments (``capped_verbs``: only corrections
     with these verbs count and are cut, see :func:`_last_trained`). Every segment
-    re-encodes the trajectory up to its end, so a student that went off course early and was corrected
-    at nearly every later step costs a quadratic number of tokens: on the learn
-    profile's iteration 1 (30 corrected rollouts of 20 steps), 281 tokens per supervised
-    action with every segment, 124 with the first three (481 of the 600 actions).
+    re-encodes the trajectory up to its end, so a student that went off course early
+    and was corrected at nearly every later step costs a quadratic number of tokens: on
+    the learn profile's iteration 1 (30 corrected rollouts of 20 steps), 281 tokens per
+    supervised action with every segment, 124 with the first three (481 of the 600
+    actions).
 
     ``packing: branches`` trains the same answers in the same contexts from one record per
     trajectory (:func:`_branch_record`), so a correction costs its own tokens only.

@@ -327,6 +327,50 @@ def test_capped_correction_verbs_cut_only_those_corrections():
         conversation_records_from_corrections(*args, capped_verbs=["go"])
 
 
+def test_uncapped_invalid_corrections_are_trained_past_the_cap_and_not_counted():
+    """A correction of an action that was not a candidate (the student's ``go to shelf 9``)
+    is marked ``uncapped``: the cap neither counts nor cuts it, in segments, branches and
+    the per-step format; a valid correction past the cut is still cut."""
+    from leap_kalm.llm.records import (
+        conversation_records_from_corrections,
+        sft_records,
+        uncap_invalid_corrections,
+    )
+
+    trajectory = _trajectory("g1", 8)
+    for t in (2, 6):  # the student wrote a place the room lacks at steps 2 and 6
+        trajectory["steps"][t]["action"] = "go to shelf 9"
+    correction = _correction("g1", n=8, corrected=(1, 2, 4, 5, 6))
+    (marked,) = uncap_invalid_corrections([trajectory], [correction])
+    assert [t for t, s in enumerate(marked["steps"]) if s.get("uncapped")] == [2, 6]
+    assert "uncapped" not in correction["steps"][2]  # the input is unchanged
+    args = ([trajectory], [marked], "alfworld", "corrected")
+    # counted: 1, 4, 5; a cap of 2 cuts at 4, so 5 is not trained, 2 and 6 are
+    segments = conversation_records_from_corrections(*args, max_corrections=2)
+    assert [r["loss_turns"] for r in segments] == [[4], [6], [10], [14]]
+    plain = conversation_records_from_corrections(
+        [trajectory], [correction], "alfworld", "corrected", max_corrections=2
+    )
+    assert [r["loss_turns"] for r in plain] == [[4], [6]]
+    (branched,) = conversation_records_from_corrections(
+        *args, max_corrections=2, packing="branches"
+    )
+    assert [b["turn"] for b in branched["branches"]] == [4, 6, 10, 14]
+    per_step = sft_records("leap", "alfworld", None, [trajectory], [marked], "corrected", 2)
+    assert [r["completion"][0]["content"].split("\n")[-1] for r in per_step] == [
+        "go to shelf 1",
+        "go to shelf 2",
+        "go to shelf 4",
+        "go to shelf 6",
+    ]
+    # a step without a candidate list is not judged; an unknown trajectory is an error
+    trajectory["steps"][2]["candidate_actions"] = []
+    (unjudged,) = uncap_invalid_corrections([trajectory], [correction])
+    assert [t for t, s in enumerate(unjudged["steps"]) if s.get("uncapped")] == [6]
+    with pytest.raises(ValueError, match="correction for unknown trajectory 'g1'"):
+        uncap_invalid_corrections([], [correction])
+
+
 def test_conversation_dpo_prompt_is_the_students_own_chat():
     from leap_kalm.llm.records import dpo_pairs
 

@@ -70,6 +70,25 @@ def test_parameters_are_not_mutated():
         (
             LeapParams,
             {
+                "trained_steps": "trajectory",
+                "trained_corrections": 3,
+                "uncapped_invalid_corrections": True,
+            },
+            r"leap.uncapped_invalid_corrections needs leap.trained_steps: corrected and "
+            r"leap.trained_corrections set, got trained_steps 'trajectory', trained_corrections 3",
+        ),
+        (
+            LeapParams,
+            {
+                "trained_steps": "corrected",
+                "trained_corrections": 3,
+                "uncapped_invalid_corrections": "yes",
+            },
+            r"leap.uncapped_invalid_corrections must be true or false, got 'yes'",
+        ),
+        (
+            LeapParams,
+            {
                 "trained_steps": "corrected",
                 "trained_corrections": 3,
                 "capped_correction_verbs": "go",

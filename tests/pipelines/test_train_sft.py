@@ -264,6 +264,40 @@ def test_capped_correction_verbs_reach_the_records_of_iteration_1(
         )
 
 
+def test_uncapped_invalid_corrections_reach_the_records_of_iteration_1(
+    failed_rollouts, corrections, sft_records_0
+):
+    """``uncapped_invalid_corrections: true`` with ``trained_corrections: 1``: a correction
+    of a step whose action was no candidate is trained besides the first correction."""
+    _, pool_0 = sft_records_0
+    every_step = [
+        {**c, "steps": [{**s, "is_corrected": True} for s in c["steps"]]} for c in corrections
+    ]
+    rollouts = [{**r, "steps": [dict(s) for s in r["steps"]]} for r in failed_rollouts]
+    by_id = {r["game_id"]: r for r in rollouts}
+    marked = 0
+    for c in every_step:
+        steps = by_id[c["game_id"]]["steps"]
+        if len(steps) > 2 and steps[-1]["candidate_actions"]:
+            steps[-1]["action"] = "go to nowhere 9"
+            marked += 1
+    assert marked, "no rollout long enough to mark a late step invalid"
+    params = {**LEAP, "trained_steps": "corrected", "trained_corrections": 1}
+
+    def new_records(extra):
+        _, pool = build_sft_records([], rollouts, every_step, pool_0, {**params, **extra}, 1)
+        return [r for r in pool if r["iteration"] == 1]
+
+    capped = new_records({})
+    uncapped = new_records({"uncapped_invalid_corrections": True})
+    assert len(capped) == len(every_step)  # one correction each
+    assert len(uncapped) == len(every_step) + marked
+    with pytest.raises(ValueError, match="uncapped_invalid_corrections needs leap.trained_steps"):
+        build_sft_records(
+            [], rollouts, every_step, pool_0, {**LEAP, "uncapped_invalid_corrections": True}, 1
+        )
+
+
 def test_retraining_from_the_base_model_keeps_every_expert_step(
     failed_rollouts, corrections, sft_records_0
 ):

@@ -149,6 +149,30 @@ def untrain_corrections(
     return out
 
 
+def uncap_invalid_corrections(
+    trajectories: Sequence[dict[str, Any]], corrections: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The corrections with each corrected step whose student action was not among that
+    step's candidates (``go to drawer 4`` in a room with three drawers: "Nothing
+    happens.") marked ``uncapped``: :func:`_last_trained` trains it wherever it falls and
+    does not count it towards ``trained_corrections``. A step without a candidate list is
+    not judged. The input is not changed."""
+    by_id = {t["game_id"]: t for t in trajectories}
+    out = []
+    for correction in corrections:
+        trajectory = _corrected_trajectory(by_id, correction)
+        pairs = _checked_pairs(trajectory, correction)
+        steps = []
+        for t, step in pairs:
+            lived = trajectory["steps"][t]
+            candidates = lived.get("candidate_actions") or []
+            if step["is_corrected"] and candidates and lived["action"] not in candidates:
+                step = {**step, "uncapped": True}
+            steps.append(step)
+        out.append({**correction, "steps": steps})
+    return out
+
+
 def _last_trained(
     steps: Sequence[dict[str, Any]], max_corrections: int | None, capped_verbs: Sequence[str] = ()
 ) -> tuple[int | None, set[int]]:
@@ -157,7 +181,8 @@ def _last_trained(
     or fewer corrections), and the later corrected steps trained all the same. Without
     ``capped_verbs`` every correction counts and nothing past the cut is trained; with
     them only corrections whose teacher action has one of these verbs count, and a later
-    correction with another verb is still trained."""
+    correction with another verb is still trained. A step marked ``uncapped``
+    (:func:`uncap_invalid_corrections`) never counts and is always trained."""
     from leap_kalm.llm.parsing import action_verb
 
     if max_corrections is None:
@@ -165,7 +190,10 @@ def _last_trained(
     capped = {v.strip().lower() for v in capped_verbs}
     corrected = [t for t, step in enumerate(steps) if step["is_corrected"]]
     counted = [
-        t for t in corrected if not capped or action_verb(steps[t]["corrected_action"]) in capped
+        t
+        for t in corrected
+        if not steps[t].get("uncapped")
+        and (not capped or action_verb(steps[t]["corrected_action"]) in capped)
     ]
     if len(counted) <= max_corrections:
         return None, set()

@@ -68,6 +68,10 @@ class LeapParams(ConfigMixin):
             those: a later correction with another verb (``take``, ``move``, ``cool``) is
             trained wherever it falls. Needs ``trained_steps: corrected`` and
             ``trained_corrections``. ``[]``: every correction counts.
+        uncapped_invalid_corrections: A correction of an action that was not among the
+            step's candidates (``go to drawer 4`` in a room with three drawers) is trained
+            wherever it falls and does not count towards ``trained_corrections``. Needs
+            ``trained_steps: corrected`` and ``trained_corrections``.
         correction_packing: How a conversation format lays out a corrected trajectory:
             ``segments`` (a chat per correction, each re-encoding the trajectory up to it)
             or ``branches`` (one chat per trajectory, each correction a branch off the
@@ -111,6 +115,7 @@ class LeapParams(ConfigMixin):
     trained_corrections: int | None = None
     untrained_correction_verbs: list[str] = field(default_factory=list)
     capped_correction_verbs: list[str] = field(default_factory=list)
+    uncapped_invalid_corrections: bool = False
     correction_packing: str = "segments"
     dpo_contrast_ratio: float = 0.0
     start_from: str = "previous"
@@ -168,6 +173,19 @@ class LeapParams(ConfigMixin):
         ):
             raise ValueError(
                 "leap.capped_correction_verbs needs leap.trained_steps: corrected and "
+                f"leap.trained_corrections set, got trained_steps {self.trained_steps!r}, "
+                f"trained_corrections {self.trained_corrections}"
+            )
+        if not isinstance(self.uncapped_invalid_corrections, bool):
+            raise ValueError(
+                "leap.uncapped_invalid_corrections must be true or false, got "
+                f"{self.uncapped_invalid_corrections!r}"
+            )
+        if self.uncapped_invalid_corrections and (
+            self.trained_steps != "corrected" or self.trained_corrections is None
+        ):
+            raise ValueError(
+                "leap.uncapped_invalid_corrections needs leap.trained_steps: corrected and "
                 f"leap.trained_corrections set, got trained_steps {self.trained_steps!r}, "
                 f"trained_corrections {self.trained_corrections}"
             )

@@ -40,6 +40,8 @@ def build_sft_records(
     else:
         if config.untrained_correction_verbs:
             corrections = make.untrain_corrections(corrections, config.untrained_correction_verbs)
+        if config.uncapped_invalid_corrections:
+            corrections = make.uncap_invalid_corrections(rollouts, corrections)
         new = make.sft_records(
             *fmt, rollouts, corrections, config.trained_steps, config.trained_corrections,
             config.correction_packing, config.capped_correction_verbs,

@@ -168,27 +168,21 @@ class LeapParams(ConfigMixin):
             raise ValueError(
                 f"leap.trained_corrections must be at least 1 or null, got {self.trained_corrections!r}"
             )
-        if self.capped_correction_verbs and (
-            self.trained_steps != "corrected" or self.trained_corrections is None
-        ):
-            raise ValueError(
-                "leap.capped_correction_verbs needs leap.trained_steps: corrected and "
-                f"leap.trained_corrections set, got trained_steps {self.trained_steps!r}, "
-                f"trained_corrections {self.trained_corrections}"
-            )
         if not isinstance(self.uncapped_invalid_corrections, bool):
             raise ValueError(
                 "leap.uncapped_invalid_corrections must be true or false, got "
                 f"{self.uncapped_invalid_corrections!r}"
             )
-        if self.uncapped_invalid_corrections and (
-            self.trained_steps != "corrected" or self.trained_corrections is None
-        ):
-            raise ValueError(
-                "leap.uncapped_invalid_corrections needs leap.trained_steps: corrected and "
-                f"leap.trained_corrections set, got trained_steps {self.trained_steps!r}, "
-                f"trained_corrections {self.trained_corrections}"
-            )
+        # settings that change what the cap counts: meaningless without a cap on corrections
+        for name in ("capped_correction_verbs", "uncapped_invalid_corrections"):
+            if getattr(self, name) and (
+                self.trained_steps != "corrected" or self.trained_corrections is None
+            ):
+                raise ValueError(
+                    f"leap.{name} needs leap.trained_steps: corrected and "
+                    f"leap.trained_corrections set, got trained_steps {self.trained_steps!r}, "
+                    f"trained_corrections {self.trained_corrections}"
+                )
         if self.untrained_correction_verbs and self.trained_steps != "corrected":
             raise ValueError(
                 "leap.untrained_correction_verbs needs leap.trained_steps: corrected (with "

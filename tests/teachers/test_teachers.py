@@ -132,6 +132,45 @@ def test_mistakes_keep_progress_and_new_places_but_correct_revisits(games):
     assert checked >= 2
 
 
+def test_critiques_false_keeps_the_correction_and_drops_what_named_the_students_action(games):
+    """``critiques: false``: the same corrected actions, each reason without its opening
+    critique of the student's action (an action that was no candidate, a revisit); the
+    reason for the corrected action itself is unchanged."""
+    from leap_kalm.envs.alfworld.env import game_id
+
+    index = [{"game_id": game_id(path), "path": path} for path, _ in games]
+    critic = make_teacher("alfworld", {"kind": "scripted"}, index)
+    plain = make_teacher("alfworld", {"kind": "scripted", "critiques": False}, index)
+    assert critic.critiques is True and plain.critiques is False
+    critiques = 0
+    for path, privileged in games:
+        start = _student(path, n_steps=1, policy="look")["steps"][0]
+        others = [c for c in start["candidate_actions"] if c.startswith("go to ")]
+        detour = [others[0], others[1], others[0], "go to drawer 99"]  # a revisit, then no place
+        trajectory = _expert_prefix_then(path, privileged, 0, detour)
+        with_critique = critic.correct(trajectory, privileged)["steps"]
+        without = plain.correct(trajectory, privileged)["steps"]
+        for a, b in zip(with_critique, without, strict=True):
+            assert (a["corrected_action"], a["is_corrected"]) == (
+                b["corrected_action"],
+                b["is_corrected"],
+            )
+            if not a["is_corrected"]:
+                assert a["corrected_reason"] == b["corrected_reason"]
+                continue
+            assert a["corrected_reason"].endswith(b["corrected_reason"]), (a, b)
+            assert b["original_action"] not in b["corrected_reason"]
+            if a["corrected_reason"] != b["corrected_reason"]:
+                critiques += 1
+        assert "'go to drawer 99' is not a candidate" in with_critique[3]["corrected_reason"]
+    assert critiques >= len(games)
+    with pytest.raises(ValueError, match="teacher.critiques must be true or false"):
+        make_teacher("alfworld", {"kind": "scripted", "critiques": "no"}, index)
+    with pytest.raises(ValueError, match="critiques: false applies to scripted teachers only"):
+        make_teacher("alfworld", {"kind": "llm", "critiques": False})
+    assert make_teacher("webshop", {"kind": "scripted", "critiques": False}, []).kind == "scripted"
+
+
 def test_reasons_are_hint_only_unless_the_ablation_allows(games):
     hint_only, revealing = _scripted(games, 0), _scripted(games, 100)
     revealed = 0

@@ -245,9 +245,14 @@ class ScriptedAlfWorldTeacher(ScriptedTeacher):
         searches: What a corrected search step becomes with ``corrects: mistakes``:
             ``expert`` (the demonstrations' expert's next search action from the
             student's state) or ``plan`` (the planner's: where the object really is).
+        critiques: Whether a corrected reason opens with what was wrong with the
+            student's own action (``'go to drawer 4' is not a candidate, so nothing
+            happens.``), as LEAP's teacher prompt asks; false leaves only the reason for
+            the corrected action, which is what the student is trained to write.
     """
 
     searches: str = "plan"
+    critiques: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -378,7 +383,7 @@ class ScriptedAlfWorldTeacher(ScriptedTeacher):
         for t, (step, action, original) in enumerate(zip(steps, actions, originals, strict=True)):
             state.observe(step["observation"])
             parts = []
-            if original is not None:
+            if original is not None and self.critiques:
                 parts.append(self._why_not(steps, t, original))
             parts.append(_why(action, task, state))
             if original is not None and task.target and self._reveal(trajectory["game_id"], t):

@@ -41,6 +41,11 @@ class TeacherParams(ConfigMixin):
         searches: ALFWorld's scripted teacher with ``corrects: mistakes``: what a corrected
             search step becomes, ``expert`` (the demonstrations' expert's next search
             action from the student's state) or ``plan`` (where the object really is).
+        critiques: ALFWorld's scripted teacher: whether a corrected reason opens with
+            what was wrong with the student's action (LEAP's teacher prompt asks for it;
+            trained as the student's reason, it names actions the student never took).
+            WebShop's scripted teacher writes none; ``llm`` refuses false (its reasons are
+            what its prompt asks for).
         client: ``ClientParams`` for ``llm`` (base_url, model, ...).
         max_attempts: Replies tried per trajectory by the LLM teacher.
         on_failure: What a trajectory gets when the teacher gives no valid reply after
@@ -53,6 +58,7 @@ class TeacherParams(ConfigMixin):
     realizability: float = 0.0
     corrects: str = "mistakes"
     searches: str = "plan"
+    critiques: bool = True
     client: dict[str, Any] = field(default_factory=dict)
     max_attempts: int = 3
     on_failure: str = "fallback"
@@ -61,6 +67,13 @@ class TeacherParams(ConfigMixin):
         if self.kind not in TEACHER_KINDS:
             raise ValueError(
                 f"teacher.kind must be one of {sorted(TEACHER_KINDS)}, got {self.kind!r}"
+            )
+        if not isinstance(self.critiques, bool):
+            raise ValueError(f"teacher.critiques must be true or false, got {self.critiques!r}")
+        if self.kind == "llm" and not self.critiques:
+            raise ValueError(
+                "teacher.critiques: false applies to scripted teachers only: the llm teacher "
+                "writes the reasons its prompt asks for (llm/templates/teacher_correct_system.j2)"
             )
         if self.on_failure not in ON_FAILURE:
             raise ValueError(
@@ -80,14 +93,17 @@ def _scripted(world: str, config: TeacherParams, games: list[dict[str, Any]]) ->
             f"{', '.join(SCRIPTED_TEACHERS)}); use teacher.kind: llm"
         )
     teacher = _load(SCRIPTED_TEACHERS[world])
-    options = {"corrects": config.corrects}
-    if "searches" in {f.name for f in fields(teacher)}:
+    options: dict[str, Any] = {"corrects": config.corrects}
+    own = {f.name for f in fields(teacher)}
+    if "searches" in own:
         options["searches"] = config.searches
     elif config.searches != "plan":
         raise ValueError(
             f"teacher.searches: {config.searches!r} is not available for {world!r}: its "
             "scripted teacher corrects searches by its plan only (searches: plan)"
         )
+    if "critiques" in own:  # a teacher without the field writes no critique anyway
+        options["critiques"] = config.critiques
     return teacher(config.realizability, games={g["game_id"]: g for g in games}, **options)
 
 

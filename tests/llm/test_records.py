@@ -44,6 +44,11 @@ def _correction(game_id, n=3, corrected=(1,)):
     }
 
 
+def _trained_actions(records):
+    """The action line each per-step record trains (the last line of its completion)."""
+    return [r["completion"][0]["content"].split("\n")[-1] for r in records]
+
+
 def test_sft_records_have_prompt_completion_shape():
     records = sft_records_from_trajectories([_trajectory("g1")], "alfworld")
     assert len(records) == 3
@@ -215,7 +220,7 @@ def test_trained_steps_corrected_trains_only_the_teachers_corrections():
     per_step = sft_records_from_corrections(
         [_trajectory("g1", 5)], [correction], "alfworld", trained_steps="corrected"
     )
-    assert [r["completion"][0]["content"].split("\n")[-1] for r in per_step] == [
+    assert _trained_actions(per_step) == [
         "go to shelf 1",
         "go to shelf 3",
     ]
@@ -271,7 +276,7 @@ def test_trained_corrections_stops_after_the_nth_correction():
         == every
     )
     per_step = sft_records("leap", "alfworld", None, [trajectory], [correction], "trajectory", 2)
-    assert [r["completion"][0]["content"].split("\n")[-1] for r in per_step] == [
+    assert _trained_actions(per_step) == [
         "look",
         "go to shelf 1",
         "look",
@@ -309,7 +314,7 @@ def test_capped_correction_verbs_cut_only_those_corrections():
     per_step = sft_records(
         "leap", "alfworld", None, [trajectory], [correction], "corrected", 2, capped_verbs=["go"]
     )
-    assert [r["completion"][0]["content"].split("\n")[-1] for r in per_step] == [
+    assert _trained_actions(per_step) == [
         "go to shelf 1",
         "take mug 1 from shelf 2",
         "go to shelf 4",
@@ -357,7 +362,7 @@ def test_uncapped_invalid_corrections_are_trained_past_the_cap_and_not_counted()
     )
     assert [b["turn"] for b in branched["branches"]] == [4, 6, 10, 14]
     per_step = sft_records("leap", "alfworld", None, [trajectory], [marked], "corrected", 2)
-    assert [r["completion"][0]["content"].split("\n")[-1] for r in per_step] == [
+    assert _trained_actions(per_step) == [
         "go to shelf 1",
         "go to shelf 2",
         "go to shelf 4",

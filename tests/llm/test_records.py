@@ -535,3 +535,54 @@ def test_untrained_correction_verbs_keep_the_students_answer_as_context():
     # the cap counts the trained corrections only: with both untrained, nothing is left
     assert untrain_corrections([correction], ["go", "take"])[0]["steps"][3]["is_corrected"] is False
     assert untrain_corrections([correction], []) == [correction]
+
+
+def test_invalid_corrections_as_recovery_train_the_answer_after_the_students_action():
+    """A correction of an action that was no candidate (``go to shelf 9``) is trained after
+    that action and the observation it got, so the teacher's critique names an action the
+    chat shows; a correction of a valid action still replaces it. Segments and the
+    per-step format; branches refuse it."""
+    from leap_kalm.llm.records import (
+        conversation_records_from_corrections,
+        invalid_corrections_as_recovery,
+        sft_records,
+    )
+
+    trajectory = _trajectory("g1", 5)
+    for t in (2, 4):  # no candidate at 2 and at the last step
+        trajectory["steps"][t]["action"] = "go to shelf 9"
+    correction = _correction("g1", n=5, corrected=(1, 2, 4))
+    for t in (2, 4):
+        correction["steps"][t]["original_action"] = "go to shelf 9"
+    (marked,) = invalid_corrections_as_recovery([trajectory], [correction])
+    # step 1's "look" was a candidate; step 4 is the last: nothing came after it
+    assert [t for t, s in enumerate(marked["steps"]) if s.get("recovery")] == [2]
+    assert "recovery" not in correction["steps"][2]  # the input is unchanged
+
+    args = ([trajectory], [marked], "alfworld")
+    first, second, third = conversation_records_from_corrections(*args, "corrected")
+    assert first["loss_turns"] == [4]
+    # step 2: the student's own answer, then what it got (obs 3), then the teacher's
+    assert [m["role"] for m in second["messages"]] == ["system"] + ["user", "assistant"] * 4
+    assert second["messages"][6]["content"] == "REASON:\nr2\nACTION:\ngo to shelf 9"
+    assert second["messages"][7]["content"] == "obs 3"
+    assert second["loss_turns"] == [8]
+    assert second["messages"][8]["content"] == "REASON:\nbetter 2\nACTION:\ngo to shelf 2"
+    assert third["loss_turns"] == [10]  # step 4, not marked: replaced as before
+    assert _answers(third["messages"])[2] == "REASON:\nr2\nACTION:\ngo to shelf 9"
+    plain = conversation_records_from_corrections([trajectory], [correction], "alfworld")
+    assert [r["loss_turns"] for r in plain] == [[2, 4], [6], [8, 10]]
+    # trajectory: the kept steps before the recovery step are trained, its original is not
+    assert [r["loss_turns"] for r in conversation_records_from_corrections(*args)] == [
+        [2, 4], [8], [8, 10],
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="needs correction_packing: segments"):
+        conversation_records_from_corrections(*args, "corrected", packing="branches")
+
+    per_step = sft_records("leap", "alfworld", None, [trajectory], [marked], "corrected")
+    assert _trained_actions(per_step) == ["go to shelf 1", "go to shelf 2", "go to shelf 4"]
+    shown = per_step[1]["prompt"][-1]["content"]
+    assert "Action 2: go to shelf 9" in shown and "Observation 3: obs 3" in shown
+    assert "go to shelf 2" in shown  # step 2's candidates
+    unmarked = sft_records("leap", "alfworld", None, [trajectory], [correction], "corrected")
+    assert "go to shelf 9" not in unmarked[1]["prompt"][-1]["content"]

@@ -88,6 +88,17 @@ def test_parameters_are_not_mutated():
         ),
         (
             LeapParams,
+            {"invalid_corrections_as_recovery": 1},
+            r"leap.invalid_corrections_as_recovery must be true or false, got 1",
+        ),
+        (
+            LeapParams,
+            {"invalid_corrections_as_recovery": True, "correction_packing": "branches"},
+            r"leap.invalid_corrections_as_recovery needs leap.correction_packing: segments "
+            r"\(a recovery step adds a turn a branch cannot hold\), got 'branches'",
+        ),
+        (
+            LeapParams,
             {
                 "trained_steps": "corrected",
                 "trained_corrections": 3,

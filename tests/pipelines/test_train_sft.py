@@ -298,6 +298,44 @@ def test_uncapped_invalid_corrections_reach_the_records_of_iteration_1(
         )
 
 
+def test_invalid_corrections_as_recovery_reach_the_records_of_iteration_1(
+    failed_rollouts, corrections, sft_records_0
+):
+    """``invalid_corrections_as_recovery: true``: a correction of a step whose action was
+    no candidate trains the teacher's answer after the student's action and the
+    observation that followed it, in the pipeline's conversation records."""
+    _, pool_0 = sft_records_0
+    every_step = [
+        {**c, "steps": [{**s, "is_corrected": True} for s in c["steps"]]} for c in corrections
+    ]
+    rollouts = [{**r, "steps": [dict(s) for s in r["steps"]]} for r in failed_rollouts]
+    by_id = {r["game_id"]: r for r in rollouts}
+    for c in every_step:  # each rollout's first action becomes one the room lacks
+        by_id[c["game_id"]]["steps"][0]["action"] = "go to nowhere 9"
+        c["steps"][0] = {**c["steps"][0], "original_action": "go to nowhere 9"}
+    params = {**LEAP, "prompt_format": "conversation", "trained_steps": "corrected"}
+
+    def first_records(extra):
+        _, pool = build_sft_records([], rollouts, every_step, pool_0, {**params, **extra}, 1)
+        new = [r for r in pool if r["iteration"] == 1]
+        first = {}
+        for record in new:  # a trajectory's segments in order: its first correction first
+            first.setdefault(record["game_id"], record)
+        return first
+
+    replaced = first_records({})
+    recovered = first_records({"invalid_corrections_as_recovery": True})
+    long_enough = {c["game_id"] for c in every_step if len(by_id[c["game_id"]]["steps"]) > 1}
+    assert long_enough and set(recovered) >= long_enough
+    for game_id in long_enough:
+        assert replaced[game_id]["loss_turns"] == [2]
+        record = recovered[game_id]
+        assert record["loss_turns"] == [4]
+        assert record["messages"][2]["content"].endswith("ACTION:\ngo to nowhere 9")
+        assert record["messages"][3]["content"] == by_id[game_id]["steps"][1]["observation"]
+        assert record["messages"][4] == replaced[game_id]["messages"][2]
+
+
 def test_retraining_from_the_base_model_keeps_every_expert_step(
     failed_rollouts, corrections, sft_records_0
 ):

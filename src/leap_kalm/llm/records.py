@@ -173,6 +173,57 @@ def uncap_invalid_corrections(
     return out
 
 
+def invalid_corrections_as_recovery(
+    trajectories: Sequence[dict[str, Any]], corrections: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The corrections with each corrected step whose student action was not among that
+    step's candidates, and after which the student's trajectory goes on, marked
+    ``recovery``: its teacher answer is trained *after* the student's action and the
+    observation it got (in ALFWorld "Nothing happens.": an action that is no candidate
+    changes nothing, so the state is the one the teacher corrected), not in its place.
+
+    The teacher's critique ("'go to drawer 4' is not a candidate, so nothing happens.")
+    then names an action the chat shows. Trained in place of that action, it names one the
+    student never sees, usually the next in a run of invalid ones (``go to drawer 5``
+    after ``go to drawer 4`` got "Nothing happens."), and the student learns to invent
+    it: the quick profile's iteration 2 wrote the critique in 252 of 1,177 evaluation
+    steps, 210 of them after a real "Nothing happens." yet naming its own last action
+    in 5, and 185 of the 252 answers matched no candidate. A step without a candidate
+    list, and the last step of a trajectory, are not marked. The input is not changed."""
+    by_id = {t["game_id"]: t for t in trajectories}
+    out = []
+    for correction in corrections:
+        trajectory = _corrected_trajectory(by_id, correction)
+        lived_steps = trajectory["steps"]
+        steps = []
+        for t, step in _checked_pairs(trajectory, correction):
+            candidates = lived_steps[t].get("candidate_actions") or []
+            if (
+                step["is_corrected"]
+                and candidates
+                and lived_steps[t]["action"] not in candidates
+                and t + 1 < len(lived_steps)
+            ):
+                step = {**step, "recovery": True}
+            steps.append(step)
+        out.append({**correction, "steps": steps})
+    return out
+
+
+def _after_original(
+    lived_steps: Sequence[dict[str, Any]], t: int, answer: tuple[str, str]
+) -> dict[str, Any]:
+    """Step ``t`` again, as the student met it after its own action there: the next
+    observation, step ``t``'s candidates, ``answer`` (a ``recovery`` step)."""
+    reason, action = answer
+    return {
+        **lived_steps[t],
+        "observation": lived_steps[t + 1]["observation"],
+        "reason": reason,
+        "action": action,
+    }
+
+
 def _last_trained(
     steps: Sequence[dict[str, Any]], max_corrections: int | None, capped_verbs: Sequence[str] = ()
 ) -> tuple[int | None, set[int]]:
@@ -230,9 +281,18 @@ def sft_records_from_corrections(
                 continue
             if cut is not None and t > cut and t not in past_cut:
                 continue
+            if step.get("recovery"):  # after the student's own action and what it got
+                lived = trajectory["steps"]
+                after = _after_original(lived, t, ("", ""))
+                prompt = student_messages(
+                    "leap", env, trajectory["task"], lived[: t + 1], after["observation"],
+                    after["candidate_actions"], history_window,
+                )  # fmt: skip
+            else:
+                prompt = _prompt(env, trajectory, t, history_window)
             records.append(
                 {
-                    "prompt": _prompt(env, trajectory, t, history_window),
+                    "prompt": prompt,
                     "completion": _assistant(step["corrected_reason"], step["corrected_action"]),
                     "game_id": trajectory["game_id"],
                 }
@@ -404,6 +464,10 @@ def conversation_records_from_corrections(
 
     ``packing: branches`` trains the same answers in the same contexts from one record per
     trajectory (:func:`_branch_record`), so a correction costs its own tokens only.
+
+    A corrected step marked ``recovery`` (:func:`invalid_corrections_as_recovery`) keeps
+    the student's answer as context and trains the teacher's after the observation it
+    got (segments only).
     """
     _check_trained_steps(trained_steps, max_corrections, packing, capped_verbs)
     options = conversation_options(prompt_format)
@@ -420,6 +484,11 @@ def conversation_records_from_corrections(
         ends = [t for t, s in enumerate(steps) if s["is_corrected"]]
         cut, past_cut = _last_trained(steps, max_corrections, capped_verbs)
         if packing == "branches":
+            if any(s.get("recovery") for s in steps):
+                raise ValueError(
+                    "invalid_corrections_as_recovery needs correction_packing: segments "
+                    f"(a recovery step adds a turn a branch cannot hold), game {trajectory['game_id']!r}"
+                )
             trained = ends[:1] if trained_steps == "first" else ends
             trained = [t for t in trained if cut is None or t <= cut or t in past_cut]
             record = _branch_record(
@@ -435,13 +504,20 @@ def conversation_records_from_corrections(
             ends.append(len(steps) - 1)
         first = 0
         for end in ends:
-            answers = context[:first] + teacher[first : end + 1]
-            shown = _with_answers(trajectory["steps"][: end + 1], answers)
             trained_from = end if trained_steps == "corrected" else first
+            if steps[end].get("recovery"):  # the student's action stays, the answer follows
+                answers = context[:first] + teacher[first:end] + [context[end]]
+                shown = _with_answers(trajectory["steps"][: end + 1], answers)
+                shown.append(_after_original(trajectory["steps"], end, teacher[end]))
+                loss_turns = _loss_turns(trained_from, end - 1) + _loss_turns(end + 1, end + 1)
+            else:
+                answers = context[:first] + teacher[first : end + 1]
+                shown = _with_answers(trajectory["steps"][: end + 1], answers)
+                loss_turns = _loss_turns(trained_from, end)
             records.append(
                 {
                     "messages": build_conversation(env, trajectory["task"], shown, **options),
-                    "loss_turns": _loss_turns(trained_from, end),
+                    "loss_turns": loss_turns,
                     "game_id": trajectory["game_id"],
                 }
             )

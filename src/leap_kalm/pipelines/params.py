@@ -72,6 +72,12 @@ class LeapParams(ConfigMixin):
             step's candidates (``go to drawer 4`` in a room with three drawers) is trained
             wherever it falls and does not count towards ``trained_corrections``. Needs
             ``trained_steps: corrected`` and ``trained_corrections``.
+        invalid_corrections_as_recovery: A correction of an action that was not among the
+            step's candidates is trained after it: the student's action and the
+            observation it got ("Nothing happens.") stay in the chat and the teacher's
+            answer follows, so its critique names an action the chat shows
+            (``llm.records.invalid_corrections_as_recovery``). ``false``: the teacher's
+            answer replaces the student's (LEAP). Needs ``correction_packing: segments``.
         correction_packing: How a conversation format lays out a corrected trajectory:
             ``segments`` (a chat per correction, each re-encoding the trajectory up to it)
             or ``branches`` (one chat per trajectory, each correction a branch off the
@@ -116,6 +122,7 @@ class LeapParams(ConfigMixin):
     untrained_correction_verbs: list[str] = field(default_factory=list)
     capped_correction_verbs: list[str] = field(default_factory=list)
     uncapped_invalid_corrections: bool = False
+    invalid_corrections_as_recovery: bool = False
     correction_packing: str = "segments"
     dpo_contrast_ratio: float = 0.0
     start_from: str = "previous"
@@ -168,10 +175,13 @@ class LeapParams(ConfigMixin):
             raise ValueError(
                 f"leap.trained_corrections must be at least 1 or null, got {self.trained_corrections!r}"
             )
-        if not isinstance(self.uncapped_invalid_corrections, bool):
+        for name in ("uncapped_invalid_corrections", "invalid_corrections_as_recovery"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"leap.{name} must be true or false, got {getattr(self, name)!r}")
+        if self.invalid_corrections_as_recovery and self.correction_packing != "segments":
             raise ValueError(
-                "leap.uncapped_invalid_corrections must be true or false, got "
-                f"{self.uncapped_invalid_corrections!r}"
+                "leap.invalid_corrections_as_recovery needs leap.correction_packing: segments "
+                f"(a recovery step adds a turn a branch cannot hold), got {self.correction_packing!r}"
             )
         # settings that change what the cap counts: meaningless without a cap on corrections
         for name in ("capped_correction_verbs", "uncapped_invalid_corrections"):

@@ -42,6 +42,8 @@ def build_sft_records(
             corrections = make.untrain_corrections(corrections, config.untrained_correction_verbs)
         if config.uncapped_invalid_corrections:
             corrections = make.uncap_invalid_corrections(rollouts, corrections)
+        if config.invalid_corrections_as_recovery:
+            corrections = make.invalid_corrections_as_recovery(rollouts, corrections)
         new = make.sft_records(
             *fmt, rollouts, corrections, config.trained_steps, config.trained_corrections,
             config.correction_packing, config.capped_correction_verbs,

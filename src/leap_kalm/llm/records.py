@@ -157,17 +157,34 @@ def uncap_invalid_corrections(
     happens.") marked ``uncapped``: :func:`_last_trained` trains it wherever it falls and
     does not count it towards ``trained_corrections``. A step without a candidate list is
     not judged. The input is not changed."""
+    return _mark_invalid_corrections(trajectories, corrections, "uncapped")
+
+
+def _mark_invalid_corrections(
+    trajectories: Sequence[dict[str, Any]],
+    corrections: Sequence[dict[str, Any]],
+    mark: str,
+    needs_next_step: bool = False,
+) -> list[dict[str, Any]]:
+    """The corrections with ``mark: True`` on each corrected step whose student action was
+    not among that step's candidates (with ``needs_next_step``: only where the student's
+    trajectory goes on after it). A step without a candidate list is not judged; the
+    input is not changed."""
     by_id = {t["game_id"]: t for t in trajectories}
     out = []
     for correction in corrections:
         trajectory = _corrected_trajectory(by_id, correction)
-        pairs = _checked_pairs(trajectory, correction)
+        lived_steps = trajectory["steps"]
         steps = []
-        for t, step in pairs:
-            lived = trajectory["steps"][t]
-            candidates = lived.get("candidate_actions") or []
-            if step["is_corrected"] and candidates and lived["action"] not in candidates:
-                step = {**step, "uncapped": True}
+        for t, step in _checked_pairs(trajectory, correction):
+            candidates = lived_steps[t].get("candidate_actions") or []
+            if (
+                step["is_corrected"]
+                and candidates
+                and lived_steps[t]["action"] not in candidates
+                and (not needs_next_step or t + 1 < len(lived_steps))
+            ):
+                step = {**step, mark: True}
             steps.append(step)
         out.append({**correction, "steps": steps})
     return out
@@ -190,24 +207,7 @@ def invalid_corrections_as_recovery(
     steps, 210 of them after a real "Nothing happens." yet naming its own last action
     in 5, and 185 of the 252 answers matched no candidate. A step without a candidate
     list, and the last step of a trajectory, are not marked. The input is not changed."""
-    by_id = {t["game_id"]: t for t in trajectories}
-    out = []
-    for correction in corrections:
-        trajectory = _corrected_trajectory(by_id, correction)
-        lived_steps = trajectory["steps"]
-        steps = []
-        for t, step in _checked_pairs(trajectory, correction):
-            candidates = lived_steps[t].get("candidate_actions") or []
-            if (
-                step["is_corrected"]
-                and candidates
-                and lived_steps[t]["action"] not in candidates
-                and t + 1 < len(lived_steps)
-            ):
-                step = {**step, "recovery": True}
-            steps.append(step)
-        out.append({**correction, "steps": steps})
-    return out
+    return _mark_invalid_corrections(trajectories, corrections, "recovery", needs_next_step=True)
 
 
 def _after_original(
@@ -283,10 +283,9 @@ def sft_records_from_corrections(
                 continue
             if step.get("recovery"):  # after the student's own action and what it got
                 lived = trajectory["steps"]
-                after = _after_original(lived, t, ("", ""))
                 prompt = student_messages(
-                    "leap", env, trajectory["task"], lived[: t + 1], after["observation"],
-                    after["candidate_actions"], history_window,
+                    "leap", env, trajectory["task"], lived[: t + 1], lived[t + 1]["observation"],
+                    lived[t]["candidate_actions"], history_window,
                 )  # fmt: skip
             else:
                 prompt = _prompt(env, trajectory, t, history_window)

@@ -61,7 +61,14 @@ def _policy(tiny, batch_size=3, temperature=1.0, **settings):
 
 
 @pytest.mark.parametrize(
-    "prompt_format", ["leap", "conversation", "conversation_places", "conversation_compact"]
+    "prompt_format",
+    [
+        "leap",
+        "conversation",
+        "conversation_places",
+        "conversation_compact",
+        "conversation_recovery",
+    ],
 )
 def test_scored_actions_are_always_candidates(tiny, prompt_format):
     policy = _policy(tiny, action_selection="score", prompt_format=prompt_format)

@@ -140,6 +140,88 @@ def test_conversation_places_records_train_on_the_same_answers():
     assert "Not visited yet: drawer 2, shelf 1" in placed["messages"][3]["content"]
 
 
+# -- conversation_recovery -------------------------------------------------------------
+FAILED = [
+    {
+        "observation": "You are in the middle of a room.",
+        "reason": "r0",
+        "action": "go to drawer 5",
+        "candidate_actions": PLACES,
+    },
+    {
+        "observation": "Nothing happens.",
+        "reason": "r1",
+        "action": "go to drawer 2",
+        "candidate_actions": PLACES,
+    },
+]
+
+
+def test_conversation_recovery_lists_the_candidates_after_nothing_happens_only():
+    from leap_kalm.llm.prompts import build_conversation, student_messages
+
+    now = "You arrive at drawer 2. The drawer 2 is closed."
+    candidates = ["go to drawer 1", "open drawer 2"]
+    messages = student_messages("conversation_recovery", "alfworld", "t", FAILED, now, candidates)
+    users = _users(messages)
+    assert users[1] == "Nothing happens.\nCandidate actions: " + ", ".join(PLACES)
+    # the first observation and an ordinary one are as in the plain conversation
+    plain = student_messages("conversation", "alfworld", "t", FAILED, now, candidates)
+    assert users[0] == _users(plain)[0] and users[2] == _users(plain)[2] == now
+    assert [m for m in messages if m["role"] == "assistant"] == [
+        m for m in plain if m["role"] == "assistant"
+    ]
+    assert messages == build_conversation("alfworld", "t", FAILED, now, candidates, recovery=True)
+    # the current observation gets the list when it is the failure
+    current = _users(
+        student_messages(
+            "conversation_recovery", "alfworld", "t", FAILED[:1], " Nothing happens. ", ["look"]
+        )
+    )
+    assert current[-1] == " Nothing happens. \nCandidate actions: look"
+    # the chat only appends: the next step's chat starts with this one's messages
+    later = build_conversation(
+        "alfworld",
+        "t",
+        FAILED
+        + [
+            {
+                "observation": now,
+                "reason": "r2",
+                "action": "open drawer 2",
+                "candidate_actions": candidates,
+            }
+        ],
+        "Nothing happens.",
+        ["close drawer 2"],
+        recovery=True,
+    )
+    assert later[: len(messages)] == messages
+    assert _users(later)[-1] == "Nothing happens.\nCandidate actions: close drawer 2"
+
+
+def test_conversation_recovery_records_show_the_candidates_before_the_trained_answer():
+    from leap_kalm.llm.records import sft_records
+
+    trajectory = {"game_id": "g1", "task": "t", "steps": FAILED}
+    (plain,) = sft_records("conversation", "alfworld", None, [trajectory])
+    (listed,) = sft_records("conversation_recovery", "alfworld", None, [trajectory])
+    assert listed["loss_turns"] == plain["loss_turns"] == [2, 4]
+    assert [listed["messages"][i] for i in listed["loss_turns"]] == [
+        plain["messages"][i] for i in plain["loss_turns"]
+    ]
+    assert listed["messages"][3]["content"].endswith("Candidate actions: " + ", ".join(PLACES))
+    assert "Candidate actions" not in plain["messages"][3]["content"]
+    # an expert episode, which never fails, trains on the same text as the plain chat
+    (expert,) = sft_records(
+        "conversation_recovery", "alfworld", None, [{"game_id": "g2", "task": "t", "steps": ROOM}]
+    )
+    (expert_plain,) = sft_records(
+        "conversation", "alfworld", None, [{"game_id": "g2", "task": "t", "steps": ROOM}]
+    )
+    assert expert["messages"] == expert_plain["messages"]
+
+
 # -- conversation_compact --------------------------------------------------------------
 RESULTS = "Page 1 (Total results: 50) [SEP] " + " [SEP] ".join(
     f"[button] G{i:03d} [button_]" for i in range(20)

@@ -586,3 +586,34 @@ def test_invalid_corrections_as_recovery_train_the_answer_after_the_students_act
     assert "go to shelf 2" in shown  # step 2's candidates
     unmarked = sft_records("leap", "alfworld", None, [trajectory], [correction], "corrected")
     assert "go to shelf 9" not in unmarked[1]["prompt"][-1]["content"]
+
+
+def test_recovery_records_in_conversation_recovery_list_the_candidates_before_the_answer():
+    """With ``prompt_format: conversation_recovery`` the "Nothing happens." the student's
+    invalid action got is followed by that state's candidates, so the teacher's recovery
+    answer is trained where the chat shows what the student could do."""
+    from leap_kalm.llm.records import (
+        conversation_records_from_corrections,
+        invalid_corrections_as_recovery,
+    )
+
+    trajectory = _trajectory("g1", 4)
+    trajectory["steps"][1]["action"] = "go to shelf 9"
+    trajectory["steps"][2]["observation"] = "Nothing happens."
+    correction = _correction("g1", n=4, corrected=(1,))
+    correction["steps"][1]["original_action"] = "go to shelf 9"
+    correction["steps"][2]["original_observation"] = "Nothing happens."
+    (marked,) = invalid_corrections_as_recovery([trajectory], [correction])
+    args = ([trajectory], [marked], "alfworld", "corrected")
+    (listed,) = conversation_records_from_corrections(*args, "conversation_recovery")
+    (plain,) = conversation_records_from_corrections(*args, "conversation")
+    assert listed["loss_turns"] == plain["loss_turns"] == [6]
+    assert listed["messages"][4]["content"] == "REASON:\nr1\nACTION:\ngo to shelf 9"
+    # step 1's candidates: the state the invalid action left unchanged
+    assert (
+        listed["messages"][5]["content"]
+        == "Nothing happens.\nCandidate actions: look, go to shelf 1"
+    )
+    assert plain["messages"][5]["content"] == "Nothing happens."
+    assert listed["messages"][6] == plain["messages"][6]
+    assert listed["messages"][6]["content"].endswith("ACTION:\ngo to shelf 1")

@@ -85,11 +85,20 @@ def build_student_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-PROMPT_FORMATS = ("leap", "conversation", "conversation_places", "conversation_compact")
-CONVERSATION_FORMATS = ("conversation", "conversation_places", "conversation_compact")
+PROMPT_FORMATS = (
+    "leap",
+    "conversation",
+    "conversation_places",
+    "conversation_compact",
+    "conversation_recovery",
+)
+CONVERSATION_FORMATS = PROMPT_FORMATS[1:]
 # conversation_compact: an observation at least this long that already appeared earlier in
 # the episode is not written out again (a results page the student goes back to)
 COMPACT_MIN_CHARS = 200
+# conversation_recovery: the observation of an action that changed nothing, after which the
+# step's candidate actions are listed
+NOTHING_HAPPENS = "Nothing happens."
 
 
 def conversation_options(prompt_format: str) -> dict[str, bool]:
@@ -101,6 +110,7 @@ def conversation_options(prompt_format: str) -> dict[str, bool]:
     return {
         "places": prompt_format == "conversation_places",
         "compact": prompt_format == "conversation_compact",
+        "recovery": prompt_format == "conversation_recovery",
     }
 
 
@@ -112,6 +122,7 @@ def build_conversation(
     candidate_actions: Sequence[str] | None = None,
     places: bool = False,
     compact: bool = False,
+    recovery: bool = False,
 ) -> list[ChatMessage]:
     """A whole episode as one growing chat: observations as user turns, the student's
     ``REASON/ACTION`` answers as assistant turns.
@@ -138,6 +149,11 @@ def build_conversation(
             after every ``click[< prev]``, is written once. An observation that repeats
             the one just before it (the action changed nothing: an option the item does
             not offer) stays whole, since the expert's data never shows that context.
+        recovery: An observation that is exactly ``NOTHING_HAPPENS`` (ALFWorld's answer
+            to an action that is no candidate) is followed by that step's candidate
+            actions (``conversation_recovery``), so after a failed action the chat shows
+            what the student can do instead. Other turns are as in ``conversation``; the
+            expert's data, which never fails, is unchanged.
     """
     system = render_template(
         "student_conversation_system", env_description=ENV_DESCRIPTIONS.get(env, env)
@@ -154,7 +170,10 @@ def build_conversation(
         unchanged = t > 0 and history[t - 1]["observation"] == observation
         if compact and first_at < t and not unchanged and len(observation) >= COMPACT_MIN_CHARS:
             observation = _pointer(history, first_at)
-        return _observation_turn(task, observation, t == 0, unvisited)
+        listed = (
+            list(candidates or ()) if recovery and observation.strip() == NOTHING_HAPPENS else None
+        )
+        return _observation_turn(task, observation, t == 0, unvisited, listed)
 
     for t, step in enumerate(history):
         messages.append(turn(t, step["observation"], step.get("candidate_actions")))
@@ -191,7 +210,11 @@ def _unvisited(
 
 
 def _observation_turn(
-    task: str, observation: str, first: bool, unvisited: Sequence[str] | None
+    task: str,
+    observation: str,
+    first: bool,
+    unvisited: Sequence[str] | None,
+    listed: Sequence[str] | None = None,
 ) -> ChatMessage:
     content = render_template(
         "student_conversation_user",
@@ -200,6 +223,7 @@ def _observation_turn(
         first=first,
         places=unvisited is not None,
         unvisited=list(unvisited or []),
+        listed=list(listed or []),
     )
     return {"role": "user", "content": content}
 

@@ -157,7 +157,7 @@ FAILED = [
 ]
 
 
-def test_conversation_recovery_lists_the_candidates_after_nothing_happens_only():
+def test_conversation_recovery_lists_the_candidates_after_an_action_that_was_none():
     from leap_kalm.llm.prompts import build_conversation, student_messages
 
     now = "You arrive at drawer 2. The drawer 2 is closed."
@@ -179,25 +179,34 @@ def test_conversation_recovery_lists_the_candidates_after_nothing_happens_only()
         )
     )
     assert current[-1] == " Nothing happens. \nCandidate actions: look"
+
     # the chat only appends: the next step's chat starts with this one's messages
-    later = build_conversation(
-        "alfworld",
-        "t",
-        FAILED
-        + [
-            {
-                "observation": now,
-                "reason": "r2",
-                "action": "open drawer 2",
-                "candidate_actions": candidates,
-            }
-        ],
-        "Nothing happens.",
-        ["close drawer 2"],
-        recovery=True,
+    def step(action, candidates=candidates):
+        return {
+            "observation": now,
+            "reason": "r2",
+            "action": action,
+            "candidate_actions": candidates,
+        }
+
+    def last_user(extra_step, observation="Nothing happens."):
+        chat = build_conversation(
+            "alfworld", "t", FAILED + [extra_step], observation, ["go to drawer 1"], recovery=True
+        )
+        assert chat[: len(messages)] == messages
+        return _users(chat)[-1]
+
+    assert (
+        last_user(step("close drawer 2")) == "Nothing happens.\nCandidate actions: go to drawer 1"
     )
-    assert later[: len(messages)] == messages
-    assert _users(later)[-1] == "Nothing happens.\nCandidate actions: close drawer 2"
+    # the rule is the candidates, not the text: a valid action's "Nothing happens." is
+    # not followed by the list, an invalid action's other observation is
+    assert last_user(step("open drawer 2")) == "Nothing happens."
+    assert last_user(step("open drawer 9"), "The drawer is stuck.").endswith(
+        "stuck.\nCandidate actions: go to drawer 1"
+    )
+    # a step logged without its candidates has nothing to compare with: no list
+    assert last_user(step("open drawer 9", [])) == "Nothing happens."
 
 
 def test_conversation_recovery_records_show_the_candidates_before_the_trained_answer():

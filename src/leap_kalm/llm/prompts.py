@@ -96,9 +96,6 @@ CONVERSATION_FORMATS = PROMPT_FORMATS[1:]
 # conversation_compact: an observation at least this long that already appeared earlier in
 # the episode is not written out again (a results page the student goes back to)
 COMPACT_MIN_CHARS = 200
-# conversation_recovery: the observation of an action that changed nothing, after which the
-# step's candidate actions are listed
-NOTHING_HAPPENS = "Nothing happens."
 
 
 def conversation_options(prompt_format: str) -> dict[str, bool]:
@@ -149,11 +146,11 @@ def build_conversation(
             after every ``click[< prev]``, is written once. An observation that repeats
             the one just before it (the action changed nothing: an option the item does
             not offer) stays whole, since the expert's data never shows that context.
-        recovery: An observation that is exactly ``NOTHING_HAPPENS`` (ALFWorld's answer
-            to an action that is no candidate) is followed by that step's candidate
-            actions (``conversation_recovery``), so after a failed action the chat shows
-            what the student can do instead. Other turns are as in ``conversation``; the
-            expert's data, which never fails, is unchanged.
+        recovery: The observation after an action that was none of its step's
+            candidates (in ALFWorld, "Nothing happens.") is followed by the candidate
+            actions of the step it starts (``conversation_recovery``), so after a failed
+            action the chat shows what the student can do instead. Other turns are as in
+            ``conversation``; the expert's data, which never fails, is unchanged.
     """
     system = render_template(
         "student_conversation_system", env_description=ENV_DESCRIPTIONS.get(env, env)
@@ -170,9 +167,7 @@ def build_conversation(
         unchanged = t > 0 and history[t - 1]["observation"] == observation
         if compact and first_at < t and not unchanged and len(observation) >= COMPACT_MIN_CHARS:
             observation = _pointer(history, first_at)
-        listed = (
-            list(candidates or ()) if recovery and observation.strip() == NOTHING_HAPPENS else None
-        )
+        listed = candidates if recovery and t > 0 and _failed(history[t - 1]) else None
         return _observation_turn(task, observation, t == 0, unvisited, listed)
 
     for t, step in enumerate(history):
@@ -182,6 +177,13 @@ def build_conversation(
     if observation is not None:
         messages.append(turn(len(history), observation, candidate_actions))
     return messages
+
+
+def _failed(step: Step) -> bool:
+    """Whether ``step``'s action was none of its candidates (a step logged without its
+    candidates counts as not failed: nothing to list)."""
+    candidates = step.get("candidate_actions")
+    return bool(candidates) and step["action"] not in candidates
 
 
 def _pointer(history: Sequence[Step], first_at: int) -> str:

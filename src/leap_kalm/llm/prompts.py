@@ -167,7 +167,7 @@ def build_conversation(
         unchanged = t > 0 and history[t - 1]["observation"] == observation
         if compact and first_at < t and not unchanged and len(observation) >= COMPACT_MIN_CHARS:
             observation = _pointer(history, first_at)
-        listed = candidates if recovery and t > 0 and _failed(history[t - 1]) else None
+        listed = candidates if recovery and t > 0 and no_candidate(history[t - 1]) else None
         return _observation_turn(task, observation, t == 0, unvisited, listed)
 
     for t, step in enumerate(history):
@@ -179,9 +179,9 @@ def build_conversation(
     return messages
 
 
-def _failed(step: Step) -> bool:
+def no_candidate(step: Step) -> bool:
     """Whether ``step``'s action was none of its candidates (a step logged without its
-    candidates counts as not failed: nothing to list)."""
+    candidates is not judged: ``False``)."""
     candidates = step.get("candidate_actions")
     return bool(candidates) and step["action"] not in candidates
 

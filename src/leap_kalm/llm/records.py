@@ -20,6 +20,7 @@ from leap_kalm.llm.prompts import (
     build_conversation,
     conversation_options,
     format_completion,
+    no_candidate,
     student_messages,
 )
 from leap_kalm.schemas import PreferencePair, SFTRecord
@@ -177,11 +178,9 @@ def _mark_invalid_corrections(
         lived_steps = trajectory["steps"]
         steps = []
         for t, step in _checked_pairs(trajectory, correction):
-            candidates = lived_steps[t].get("candidate_actions") or []
             if (
                 step["is_corrected"]
-                and candidates
-                and lived_steps[t]["action"] not in candidates
+                and no_candidate(lived_steps[t])
                 and (not needs_next_step or t + 1 < len(lived_steps))
             ):
                 step = {**step, mark: True}

@@ -29,9 +29,10 @@ class LeapParams(ConfigMixin):
             ``conversation_places`` (the same, each observation followed by the places
             not visited yet) or ``conversation_compact`` (the same, an observation shown
             earlier in the episode written once: WebShop's results page on every return)
-            or ``conversation_recovery`` (the same, a "Nothing happens." observation
-            followed by that step's candidate actions: after a failed action the student
-            sees what it can do instead).
+            or ``conversation_recovery`` (the same, the observation after an action that
+            was none of its step's candidates, ALFWorld's "Nothing happens.", followed by
+            the candidate actions: after a failed action the student sees what it can do
+            instead).
         action_selection: ``generate`` (the written action, repaired onto the candidates),
             ``score`` (the reason is generated, then the candidate the student finds most
             likely after it is taken: actions always exist) or ``repair`` (generated, and
